@@ -1,0 +1,32 @@
+# One entry point. `make test` is what CI runs (.ci/run).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: setup run test lab bench clean
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	@touch $(STAMP)
+
+run: setup            ## execute the notebooks headless; executed copies + report in reports/<UTC>/
+	$(BIN)/python -m nbhelpers run-all
+
+test: setup           ## unit tests, then every notebook under nbval
+	$(BIN)/python -m pytest tests $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --nbval-lax --nbval-cell-timeout=600 -p no:cacheprovider notebooks $(PYTEST_ARGS)
+
+lab: setup            ## JupyterLab on notebooks/ with this venv as the kernel
+	$(BIN)/python -m ipykernel install --user --name nbhelpers --display-name "Python (nbhelpers)"
+	$(BIN)/jupyter lab notebooks/
+
+bench: setup          ## benchmarks, printed as tables with ratios against a same-run baseline
+	$(BIN)/python bench/run.py
+
+clean:
+	rm -rf runs reports .pytest_cache

@@ -1,0 +1,31 @@
+"""Helpers for the distributed-training troubleshooting workbook.
+
+Importing this package starts nothing and imports neither torch nor plotly; each function loads
+what it needs when called.
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "Run": "launcher", "RunResult": "launcher", "launch": "launcher",
+    "probe": "diagnose", "scale_up": "diagnose", "setup_notebook": "diagnose",
+    "collect_fingerprint": ("fingerprint", "collect"),
+    "stage_matrix": "display", "timeline": "display",
+    "find_culprit": "culprit", "Verdict": "culprit",
+    "WorkbookError": "errors", "PortInUseError": "errors", "LaunchError": "errors",
+}
+
+
+def __getattr__(name: str):
+    spec = _EXPORTS.get(name)
+    if spec is None:
+        raise AttributeError(f"module 'nbhelpers' has no attribute {name!r}")
+    module, attr = spec if isinstance(spec, tuple) else (spec, name)
+    import importlib
+
+    return getattr(importlib.import_module(f".{module}", __name__), attr)
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_EXPORTS))

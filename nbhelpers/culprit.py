@@ -1,0 +1,220 @@
+"""Which rank caused a failed run, and which ranks were only its victims.
+
+The first rank to raise is usually a victim: when rank 1 stalls, rank 0 is the one that times out,
+and torchrun's "Root Cause" names rank 0.  The rules, in order:
+
+1. **crashed**: a rank that died on its own (non-zero exit or a signal nobody sent it) with no
+   error of the waiting kind is the cause; others then lose their connection to it.
+2. **named**: a waiting rank's error names the rank it waited for (the store key it waited on,
+   ``Rank 1 failed to pass monitoredBarrier``).
+3. **late**: when the first failure happened, some ranks had not yet reached the stage in which
+   the others were waiting (a straggler, a rank stuck outside the collective, a rank that never
+   joined).
+4. **unreachable**: a rank's log says it could not connect (wrong port or address, firewall).
+5. **error**: a rank failed with an error of its own (not a timeout, not a lost peer).
+
+Otherwise the verdict says so plainly and points at the stack dumps.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+WAITING = re.compile(
+    r"Timed out waiting \d+ ?ms for (recv|send)|wait timeout after|waiting for clients|clients joined|"
+    r"Watchdog caught collective operation timeout|failed to pass monitoredBarrier|timed out|Timeout",
+    re.I)
+PEER_GONE = re.compile(
+    r"Connection closed by peer|Connection reset by peer|Broken pipe|remote worker crashing|"
+    r"communicator was aborted|Read error|Socket closed", re.I)
+UNREACHABLE = re.compile(
+    r"client socket has timed out after \d+ ?ms while trying to connect to|failed to connect|"
+    r"Connection refused|No route to host|Unable to find address for|EADDRINUSE|Name or service not known",
+    re.I)
+STORE_KEYS = re.compile(r"wait timeout after \d+ ?ms, keys: (\S+)")
+MONITORED = re.compile(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier")
+
+
+@dataclass
+class RankView:
+    """What the verdict needs of one rank (built by the launcher from events, records and logs)."""
+    rank: int
+    events: list[dict] = field(default_factory=list)
+    record: dict = field(default_factory=dict)
+    log: str = ""
+    stack: str = ""
+
+    @property
+    def error(self) -> str | None:
+        fails = [e for e in self.events if e.get("status") == "fail"]
+        return fails[-1].get("error") if fails else None
+
+    @property
+    def first_fail_time(self) -> float | None:
+        fails = [e["t"] for e in self.events if e.get("status") == "fail"]
+        return min(fails) if fails else None
+
+    @property
+    def crashed(self) -> bool:
+        rc = self.record.get("returncode")
+        return rc not in (0, None) and not self.record.get("stop_signal")
+
+    def stages_started(self, by: float) -> list[str]:
+        return [e["stage"] for e in self.events if e.get("status") == "running" and e["t"] <= by]
+
+    def last_seen(self, by: float) -> str:
+        seen = [e for e in self.events if e["t"] <= by]
+        if not seen:
+            return "no event yet (still importing, or never started)"
+        e = seen[-1]
+        return f"{e['stage']} ({e['status']})"
+
+    def unreachable_lines(self) -> list[str]:
+        return [ln.strip()[:300] for ln in self.log.splitlines() if UNREACHABLE.search(ln)]
+
+
+@dataclass
+class Verdict:
+    culprit: int | None
+    kind: str
+    reason: str
+    evidence: list[str] = field(default_factory=list)
+    victims: dict[int, str] = field(default_factory=dict)
+    first_to_raise: int | None = None
+    torchrun_blamed: int | None = None
+
+    def __repr__(self) -> str:
+        who = "no culprit" if self.culprit is None else f"culprit rank {self.culprit} ({self.kind})"
+        return f"<Verdict {who}: {self.reason}>"
+
+    def as_dict(self) -> dict:
+        return {"culprit_rank": self.culprit, "kind": self.kind, "reason": self.reason, "evidence": self.evidence,
+                "victims": {str(k): v for k, v in self.victims.items()}, "first_to_raise": self.first_to_raise,
+                "torchrun_blamed": self.torchrun_blamed}
+
+
+def _signal_text(rec: dict) -> str:
+    if rec.get("signal"):
+        hint = {"SIGKILL": " (the OOM killer, or someone, sent SIGKILL)", "SIGABRT": " (aborted in C++)",
+                "SIGSEGV": " (segmentation fault)"}.get(rec["signal"], "")
+        return f"killed by {rec['signal']}{hint}"
+    return f"exited with code {rec.get('returncode')}"
+
+
+def named_ranks(text: str | None, world: int) -> set[int]:
+    """Ranks that an error message names as the ones waited for."""
+    found: set[int] = set()
+    if not text:
+        return found
+    for keys in STORE_KEYS.findall(text):
+        for key in keys.split(","):
+            m = re.search(r"/(\d+)$", key.strip())
+            if m and int(m.group(1)) < world:
+                found.add(int(m.group(1)))
+    for group in MONITORED.findall(text):
+        found |= {int(x) for x in re.findall(r"\d+", group)}
+    return found
+
+
+def torchrun_root_cause(torchrun_log: str) -> int | None:
+    """The rank torchrun's ChildFailedError names under 'Root Cause (first observed failure)'."""
+    at = torchrun_log.rfind("Root Cause")
+    m = re.search(r"rank\s*:\s*(\d+)", torchrun_log[at:]) if at >= 0 else None
+    return int(m.group(1)) if m else None
+
+
+def find_culprit(views: list[RankView], status: str, stop_time: float | None = None,
+                 torchrun_log: str = "") -> Verdict:
+    blamed = torchrun_root_cause(torchrun_log)
+    if status == "ok":
+        return Verdict(None, "none", "every rank passed every stage", torchrun_blamed=blamed)
+    world = len(views)
+    by_rank = {v.rank: v for v in views}
+    crash_times = {v.rank: v.record["end"] for v in views if v.crashed and v.record.get("end")}
+    fail_times = {v.rank: v.first_fail_time for v in views if v.first_fail_time is not None}
+    firsts = {**crash_times, **{r: min(t, crash_times.get(r, t)) for r, t in fail_times.items()}}
+    first = min(firsts, key=firsts.get) if firsts else None
+    t_fail = firsts[first] if first is not None else (stop_time or 0.0)
+
+    def verdict(culprit: int, kind: str, reason: str, evidence: list[str]) -> Verdict:
+        victims = {v.rank: _victim_reason(v, culprit) for v in views if v.rank != culprit}
+        evidence = evidence + [f"rank {culprit}: {ln}" for ln in by_rank[culprit].unreachable_lines()[:2]]
+        return Verdict(culprit, kind, reason, evidence, victims, first, blamed)
+
+    # 1. crashed on its own, not merely because a peer went away or a wait timed out
+    crashed = [v for v in views if v.crashed and not _is_victim_error(v.error)]
+    if crashed:
+        v = min(crashed, key=lambda v: v.record.get("end") or 0)
+        ev = [f"rank {v.rank}: {_signal_text(v.record)}"] + ([v.error] if v.error else [])
+        return verdict(v.rank, "crashed", f"rank {v.rank} {_signal_text(v.record)} (last seen in "
+                       f"{v.last_seen(v.record.get('end') or t_fail)}); the others then failed waiting for it", ev)
+
+    # 2. a waiting rank's error names whom it waited for
+    named: set[int] = set()
+    for v in views:
+        named |= named_ranks(v.error, world) - {v.rank}
+    if len(named) == 1:
+        r = named.pop()
+        waiter = [v for v in views if r in named_ranks(v.error, world)][0]
+        return verdict(r, "named", f"rank {waiter.rank} timed out waiting for rank {r} "
+                       f"(rank {r} was in {by_rank[r].last_seen(t_fail)})", [f"rank {waiter.rank}: {waiter.error}"])
+
+    # 3. late: had not reached the stage the first failure happened in
+    if first is not None:
+        started = by_rank[first].stages_started(t_fail)
+        stage = started[-1] if started else None
+        late = [v for v in views if stage and stage not in v.stages_started(t_fail + 0.05)]
+        if late and len(late) < world:
+            r = late[0].rank
+            return verdict(r, "late", f"rank {first} failed in {stage} while rank {r} had not reached it "
+                           f"(rank {r} was last seen in {late[0].last_seen(t_fail)})",
+                           [f"rank {first}: {by_rank[first].error or _signal_text(by_rank[first].record)}"]
+                           + [_stack_line(v) for v in late if v.stack])
+    elif status in ("timeout", "interrupted"):
+        progress = {v.rank: len(v.stages_started(t_fail)) for v in views}
+        if len(set(progress.values())) > 1:
+            r = min(progress, key=progress.get)
+            return verdict(r, "late", f"at the {status}, rank {r} was furthest behind "
+                           f"(last seen in {by_rank[r].last_seen(t_fail)})", [_stack_line(by_rank[r])])
+
+    # 4. could not reach the store or a peer
+    for v in views:
+        hits = v.unreachable_lines()
+        if hits:
+            return verdict(v.rank, "unreachable", f"rank {v.rank} could not connect: {hits[0][:200]}", [])
+
+    # 5. an error of its own
+    own = [v for v in views if v.error and not _is_victim_error(v.error)]
+    if own:
+        v = min(own, key=lambda v: v.first_fail_time or 0)
+        return verdict(v.rank, "error", f"rank {v.rank} failed with its own error", [v.error])
+
+    where = sorted({v.last_seen(t_fail) for v in views})
+    return Verdict(None, "unknown", f"no rank stands out: every rank was in {', '.join(where)} "
+                   "(all waiting on each other, or on the network); read the stack dumps", [],
+                   {v.rank: _victim_reason(v, None) for v in views}, first, blamed)
+
+
+def _is_victim_error(err: str | None) -> bool:
+    return bool(err) and bool(WAITING.search(err) or PEER_GONE.search(err))
+
+
+def _victim_reason(v: RankView, culprit: int | None) -> str:
+    who = f"rank {culprit}" if culprit is not None else "its peers"
+    err = v.error or ""
+    if PEER_GONE.search(err):
+        return f"lost its connection to {who}"
+    if WAITING.search(err):
+        return f"timed out waiting for {who}"
+    if v.record.get("stop_signal"):
+        return (f"stopped ({v.record['stop_signal']}) by torchrun or the launcher while in "
+                f"{v.last_seen(v.record.get('stop_time', 0))}")
+    if v.record.get("returncode") == 0:
+        return "finished"
+    return err.splitlines()[0][:160] if err else "no error of its own"
+
+
+def _stack_line(v: RankView) -> str:
+    """The innermost Python frame of the main thread in a py-spy dump."""
+    lines = [ln.strip() for ln in v.stack.splitlines() if ln.startswith("    ") and "(" in ln]
+    return f"rank {v.rank} stack: {lines[0]}" if lines else f"rank {v.rank}: no stack"

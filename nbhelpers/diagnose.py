@@ -1,0 +1,70 @@
+"""Notebook 01's calls: set up the notebook, run the staged probe, scale it up 1 -> 2 -> 4."""
+from __future__ import annotations
+
+import sys
+
+from .launcher import RunResult, launch
+
+
+def setup_notebook(quiet: bool = False) -> dict:
+    """Plotly output that survives HTML export, and a warning (not a failure) without a GPU."""
+    import plotly.io as pio
+    import torch
+
+    pio.renderers.default = "plotly_mimetype+notebook"
+    info = {"torch": torch.__version__, "gpus": torch.cuda.device_count() if torch.cuda.is_available() else 0}
+    info["backend"] = "nccl" if info["gpus"] else "gloo"
+    if not quiet:
+        if info["gpus"]:
+            print(f"torch {info['torch']}: {info['gpus']} GPU(s); ranks will use NCCL.")
+        else:
+            print(f"torch {info['torch']}: no GPU here. Every run uses the gloo backend on the CPU: real processes, "
+                  "sockets and timeouts, but NCCL-specific behaviour (NCCL_DEBUG logs, transports) is not shown.",
+                  file=sys.stderr)
+    return info
+
+
+def probe_args(*, timeout: float = 30.0, size_mb: float = 16.0, fault: str | None = None, fault_rank: int = 1,
+               fault_stage: str = "large_allreduce", stall: float = 30.0, backend: str = "auto") -> list[str]:
+    args = ["--timeout", str(timeout), "--size-mb", str(size_mb), "--backend", backend]
+    if fault and fault != "none":
+        args += ["--fault", fault, "--fault-rank", str(fault_rank), "--fault-stage", fault_stage, "--stall", str(stall)]
+    return args
+
+
+def probe(nproc: int = 2, *, timeout: float = 30.0, size_mb: float = 16.0, fault: str | None = None,
+          fault_rank: int = 1, fault_stage: str = "large_allreduce", stall: float = 30.0, backend: str = "auto",
+          run_timeout: float | None = None, env: dict | None = None, live: bool | None = None,
+          **kw) -> RunResult:
+    """Run the staged probe on ``nproc`` ranks; ``fault`` injects one failure on ``fault_rank``.
+
+    ``timeout`` bounds init and every collective (init_process_group's timeout); ``run_timeout``
+    bounds the whole run from outside (default: enough for every stage to time out once).
+    """
+    args = probe_args(timeout=timeout, size_mb=size_mb, fault=fault, fault_rank=fault_rank,
+                      fault_stage=fault_stage, stall=stall, backend=backend)
+    name = f"probe-{fault}" if fault and fault != "none" else "probe"
+    return launch("probe", args, nproc=nproc, timeout=run_timeout or max(60.0, 3 * timeout + 30), env=env,
+                  live=live, name=name, **kw)
+
+
+def scale_up(sizes=(1, 2, 4), **probe_kw):
+    """Seed 000's advice done in one call: probe 1, then 2, then 4 ranks; stop at the first failure."""
+    import pandas as pd
+
+    rows, results = [], {}
+    for n in sizes:
+        res = probe(n, **probe_kw)
+        results[n] = res
+        st = res.stages
+        ready = st[st.stage == "rendezvous"]["end"].max()
+        big = [e.get("busbw_gbs") for e in res.events if e.get("stage") == "large_allreduce" and e.get("status") == "ok"]
+        rows.append({"ranks": n, "status": res.status, "wall s": round(res.wall_s, 2),
+                     "all ranks ready s": None if ready != ready else round(ready, 2),
+                     "busbw GB/s (large)": round(min(big), 3) if big else None,
+                     "culprit": res.culprit, "reason": "" if res.ok else res.verdict.reason})
+        if not res.ok:
+            break
+    table = pd.DataFrame(rows).set_index("ranks")
+    table.attrs["results"] = results
+    return table

@@ -1,0 +1,59 @@
+"""What every rank program needs: its identity, a prefixed log, the backend, init with a timeout."""
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from datetime import timedelta
+
+from ..events import rank_identity
+
+
+def log(msg: str) -> None:
+    """Print with the ``[host:rank]`` prefix and flush (a rank may be killed at any moment)."""
+    rank, host = rank_identity()
+    print(f"[{host}:{rank}] {msg}", flush=True)
+
+
+def pick_backend(requested: str = "auto") -> str:
+    """``nccl`` when every local rank can have its own GPU, else ``gloo``."""
+    if requested != "auto":
+        return requested
+    import torch
+
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    if torch.cuda.is_available() and torch.cuda.device_count() >= local_world:
+        return "nccl"
+    return "gloo"
+
+
+def device_for(backend: str):
+    import torch
+
+    if backend == "nccl":
+        dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(dev)
+        return dev
+    return torch.device("cpu")
+
+
+def init(backend: str, timeout_s: float):
+    """``init_process_group`` from torchrun's env with a timeout that also bounds collectives."""
+    import torch.distributed as dist
+
+    dist.init_process_group(backend=backend, timeout=timedelta(seconds=timeout_s))
+    return dist
+
+
+def closed_port() -> int:
+    """A port that nothing listens on right now (bind, read the number, close)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def exit_now(code: int, why: str) -> None:
+    log(f"exiting with code {code}: {why}")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

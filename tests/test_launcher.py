@@ -1,0 +1,116 @@
+"""The launcher with real torchrun worlds: verdicts, timeouts, interrupts, and nothing left behind."""
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import psutil
+import pytest
+
+from conftest import workbook_processes
+from nbhelpers import PortInUseError, Run
+from nbhelpers.diagnose import probe
+from nbhelpers.workers.probe import STAGES
+
+
+def test_healthy_probe_passes_every_stage(runs_dir):
+    res = probe(2, timeout=10, size_mb=4, live=False)
+    assert res.ok and res.culprit is None, res.verdict
+    st = res.stages
+    assert set(st["rank"]) == {0, 1}
+    assert set(st["stage"]) == set(STAGES) | {"done"}
+    assert (st["status"] == "ok").all()
+    assert all(res.records[r]["returncode"] == 0 for r in (0, 1))
+    assert "[" in res.log(0) and "probe passed" in res.log(1)
+    assert (res.log_dir / "rank0.log").exists() and (res.log_dir / "torchrun.log").exists()
+    assert "RunResult probe ok" in repr(res)
+
+
+def test_a_crashing_rank_is_the_culprit_with_its_exit_code(runs_dir):
+    res = probe(2, timeout=5, size_mb=1, fault="exit", live=False)
+    assert res.status == "failed"
+    assert res.culprit == 1 and res.verdict.kind == "crashed"
+    assert res.records[1]["returncode"] == 3
+    assert "exited with code 3" in res.verdict.reason
+    assert "connection" in res.verdict.victims[0]
+
+
+def test_a_stalled_rank_is_named_although_torchrun_blames_the_other(runs_dir):
+    res = probe(2, timeout=3, size_mb=1, fault="stall", stall=60, live=False)
+    assert res.culprit == 1 and res.verdict.kind == "late", res.verdict
+    assert res.verdict.torchrun_blamed == 0
+    assert "Timed out waiting" in res.verdict.evidence[0]
+    assert "timed out waiting for rank 1" in res.verdict.victims[0]
+    assert "inject" in res.stack(1)  # the py-spy dump shows where rank 1 was: in the injected sleep
+
+
+@pytest.mark.parametrize("fault", ["never-join", "wrong-port"])
+def test_a_rank_that_cannot_join_is_the_culprit(runs_dir, fault):
+    res = probe(2, timeout=3, size_mb=1, fault=fault, stall=60, live=False)
+    assert res.culprit == 1, res.verdict
+    assert res.stages.query("rank == 0 and stage == 'rendezvous'")["status"].item() == "fail"
+
+
+def test_fault_on_rank_zero_names_rank_zero(runs_dir):
+    res = probe(2, timeout=3, size_mb=1, fault="stall", fault_rank=0, stall=60, live=False)
+    assert res.culprit == 0, res.verdict
+
+
+def test_whole_run_timeout_stops_every_rank_and_keeps_their_stacks(runs_dir):
+    # a collective timeout far beyond the run timeout: only the launcher can end this run
+    res = probe(2, timeout=120, size_mb=1, fault="stall", stall=300, run_timeout=8, live=False)
+    assert res.status == "timeout"
+    assert res.culprit == 1 and res.verdict.kind == "late"
+    assert "all_reduce" in res.stack(0) and "inject" in res.stack(1)
+    pids = [res.records[r]["pid"] for r in (0, 1)]
+    assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+
+
+def test_kernel_interrupt_stops_the_world(runs_dir):
+    run = Run("probe", ["--timeout", "120", "--fault", "stall", "--stall", "300"], nproc=2, timeout=300)
+    threading.Timer(6.0, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    with pytest.raises(KeyboardInterrupt):
+        run.wait(live=False)
+    assert run.result.status == "interrupted"
+    assert not workbook_processes(str(runs_dir))
+
+
+def test_port_in_use_is_refused_before_launch(runs_dir):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        with pytest.raises(PortInUseError) as err:
+            Run("probe", nproc=2, port=port).start()
+    assert str(port) in str(err.value)
+    assert not runs_dir.exists() or not any(runs_dir.iterdir())
+
+
+KERNEL = textwrap.dedent("""
+    import sys, time
+    from nbhelpers import Run
+    run = Run("probe", ["--timeout", "120", "--fault", "stall", "--stall", "300"], nproc=2, timeout=300).start()
+    while not list(run.log_dir.glob("rank*.json")):
+        time.sleep(0.1)
+    print("started", flush=True)
+    time.sleep(float(sys.argv[1]))   # 0: a clean exit (atexit); long: wait to be SIGKILLed
+""")
+
+
+@pytest.mark.parametrize("how", ["exit", "sigkill"])
+def test_ranks_do_not_outlive_their_kernel(runs_dir, how):
+    kernel = subprocess.Popen([sys.executable, "-c", KERNEL, "0" if how == "exit" else "600"],
+                              stdout=subprocess.PIPE, text=True, env=dict(os.environ))
+    assert kernel.stdout.readline().strip() == "started"
+    assert len(workbook_processes(str(runs_dir))) >= 5  # torchrun, 2 shims, 2 ranks
+    if how == "sigkill":
+        kernel.kill()
+    kernel.wait(30)
+    deadline = time.time() + 40
+    while workbook_processes(str(runs_dir)) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not workbook_processes(str(runs_dir))
