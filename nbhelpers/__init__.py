@@ -9,8 +9,9 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "Run": "launcher", "RunResult": "launcher", "launch": "launcher",
-    "probe": "diagnose", "scale_up": "diagnose", "setup_notebook": "diagnose",
-    "collect_fingerprint": ("fingerprint", "collect"),
+    "probe": "diagnose", "scale_up": "diagnose", "setup_notebook": "diagnose", "fault_gallery": "diagnose",
+    "remedy": "diagnose",
+    "collect_fingerprint": ("fingerprint", "collect"), "fingerprint_frame": ("fingerprint", "to_frame"),
     "stage_matrix": "display", "timeline": "display",
     "find_culprit": "culprit", "Verdict": "culprit",
     "WorkbookError": "errors", "PortInUseError": "errors", "LaunchError": "errors",

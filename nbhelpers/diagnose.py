@@ -61,10 +61,51 @@ def scale_up(sizes=(1, 2, 4), **probe_kw):
         big = [e.get("busbw_gbs") for e in res.events if e.get("stage") == "large_allreduce" and e.get("status") == "ok"]
         rows.append({"ranks": n, "status": res.status, "wall s": round(res.wall_s, 2),
                      "all ranks ready s": None if ready != ready else round(ready, 2),
-                     "busbw GB/s (large)": round(min(big), 3) if big else None,
+                     "busbw GB/s (large)": round(min(big), 3) if big and n > 1 else None,
                      "culprit": res.culprit, "reason": "" if res.ok else res.verdict.reason})
         if not res.ok:
             break
     table = pd.DataFrame(rows).set_index("ranks")
+    table.attrs["results"] = results
+    return table
+
+
+REMEDIES = {
+    "late": "Find out why that rank is late: its stack dump shows where it was. Data loading, a rank-0-only "
+            "step (checkpointing, evaluation, logging) or an `if rank == ...` branch are the usual places. A longer "
+            "timeout only makes the hang last longer.",
+    "named": "That rank never reached init_process_group (or reached it elsewhere): check it started, that every "
+             "rank got the same MASTER_ADDR/MASTER_PORT, and what it was doing (its stack dump).",
+    "crashed": "Read that rank's own log: its error, exit code or signal is the cause. SIGKILL usually means the "
+               "OOM killer (check `dmesg`); SIGABRT/SIGSEGV a C++ failure. The other ranks' errors are consequences.",
+    "unreachable": "That rank cannot reach the rendezvous store or a peer: check MASTER_ADDR/MASTER_PORT on every "
+                   "rank, the firewall, and the interface (GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME); notebook 05.",
+    "error": "That rank raised an error of its own; fix it and the rest follows.",
+    "unknown": "No rank stands out: all were waiting in the same stage. Compare the stack dumps, then suspect the "
+               "network (notebook 05) or a collective mismatch (notebook 03).",
+}
+
+
+def remedy(result: RunResult) -> str:
+    """What to do about this run's verdict, in one paragraph."""
+    return "" if result.ok else REMEDIES.get(result.verdict.kind, REMEDIES["unknown"])
+
+
+def fault_gallery(faults=("stall", "never-join", "exit", "wrong-port"), nproc: int = 2, fault_rank: int = 1,
+                  timeout: float = 5.0, size_mb: float = 4.0, **kw):
+    """Run the probe once per fault; one row each: who failed first, whom torchrun blames, the culprit."""
+    import pandas as pd
+
+    rows, results = [], {}
+    for fault in faults:
+        res = probe(nproc, timeout=timeout, size_mb=size_mb, fault=fault, fault_rank=fault_rank, **kw)
+        results[fault] = res
+        s = res.summary()
+        first_err = next((e.get("error") for e in res.events if e.get("status") == "fail"), None)
+        rows.append({"fault": fault, "status": res.status, "failed after s": s["first_failure_s"],
+                     "first to raise": s["first_to_raise"], "torchrun blames": s["torchrun_blamed"],
+                     "culprit": s["culprit_rank"], "rule": s["kind"],
+                     "first error": (first_err or "").splitlines()[-1][:120] if first_err else ""})
+    table = pd.DataFrame(rows).set_index("fault")
     table.attrs["results"] = results
     return table

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -24,6 +25,7 @@ import time
 from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 STACK_DUMP_TIMEOUT_S = 10.0
 
 
@@ -56,8 +58,8 @@ def dump_stack(pid: int, out: Path) -> None:
         # of this shim's group, the launcher's) must not cut the dump short; the timeout still bounds it
         res = subprocess.run([exe, "dump", "--pid", str(pid)], capture_output=True, text=True,
                              timeout=STACK_DUMP_TIMEOUT_S, stdin=subprocess.DEVNULL, start_new_session=True,
-                             preexec_fn=_ignore_stop_signals)
-        text = res.stdout + (res.stderr if res.returncode else "")
+                             preexec_fn=_ignore_stop_signals, env=dict(os.environ, NO_COLOR="1"))
+        text = ANSI.sub("", res.stdout + (res.stderr if res.returncode else ""))
         out.write_text(text or f"py-spy dump of pid {pid} exited with {res.returncode} and printed nothing\n")
     except subprocess.TimeoutExpired:
         out.write_text(f"py-spy dump of pid {pid} did not finish in {STACK_DUMP_TIMEOUT_S:.0f} s\n")

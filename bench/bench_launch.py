@@ -1,0 +1,56 @@
+"""Launch to all-ranks-ready: the workbook's launcher vs bare torchrun, same 2-rank probe, same run.
+
+"Ready" is the moment the last rank finished init_process_group (its rendezvous event), measured
+from just before the launch call; "done" is the whole run back in the caller.  The launcher adds a
+port check, a shim process per rank, log files and the verdict.
+"""
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+
+from nbhelpers.diagnose import probe
+from nbhelpers.events import parse_lines
+from nbhelpers.ports import free_port
+
+TITLE = "Launch to all ranks ready, 2-rank probe (seconds, median)"
+ARGS = ["--timeout", "30", "--size-mb", "1"]
+
+
+def ready_at(events) -> float:
+    return max(e["end"] for e in events if e["stage"] == "rendezvous" and e["status"] == "ok")
+
+
+def bare_torchrun() -> tuple[float, float]:
+    t0 = time.time()
+    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                          "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}",
+                          "-m", "nbhelpers.workers.probe", *ARGS],
+                         capture_output=True, text=True, check=True, env={**__import__("os").environ,
+                                                                          "OMP_NUM_THREADS": "1"})
+    done = time.time() - t0
+    return ready_at(parse_lines(out.stdout.splitlines())) - t0, done
+
+
+def launcher() -> tuple[float, float]:
+    t0 = time.time()
+    res = probe(2, timeout=30, size_mb=1, live=False)
+    done = time.time() - t0
+    assert res.ok, res.verdict
+    return ready_at(res.events) - t0, done
+
+
+def rows(reps: int) -> list[dict]:
+    bare, ours = [], []
+    for _ in range(reps):  # interleaved, so drift in machine load hits both alike
+        bare.append(bare_torchrun())
+        ours.append(launcher())
+    out = []
+    for i, metric in enumerate(["all ranks ready", "run done"]):
+        b = statistics.median(x[i] for x in bare)
+        o = statistics.median(x[i] for x in ours)
+        out.append({"metric": metric, "bare torchrun": f"{b:.2f}", "launcher": f"{o:.2f}",
+                    "ratio launcher/bare": f"{o / b:.2f}", "reps": reps})
+    return out
