@@ -103,6 +103,7 @@ def fault_gallery(faults=("stall", "never-join", "exit", "wrong-port"), nproc: i
         s = res.summary()
         first_err = next((e.get("error") for e in res.events if e.get("status") == "fail"), None)
         rows.append({"fault": fault, "status": res.status, "failed after s": s["first_failure_s"],
+                     "culprit named after s": s["culprit_named_s"],
                      "first to raise": s["first_to_raise"], "torchrun blames": s["torchrun_blamed"],
                      "culprit": s["culprit_rank"], "rule": s["kind"],
                      "first error": (first_err or "").splitlines()[-1][:120] if first_err else ""})

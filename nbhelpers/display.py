@@ -57,6 +57,9 @@ class LiveView:
         run = self.run
         head = (f"<b>{html.escape(run.name)}</b> · {run.nproc} ranks · {run.elapsed:.1f} s of "
                 f"{run.timeout:.0f} s timeout · logs <code>{html.escape(str(run.log_dir))}</code>")
+        if run.early_verdict is not None:
+            head += (f"<br><b style='color:#d62728'>culprit: rank {run.early_verdict.culprit}</b> "
+                     f"({html.escape(run.early_verdict.reason)}); stopping the other ranks ...")
         cells = "".join(
             f"<tr><td>{r['rank']}</td><td>{html.escape(r['stage'])}</td>"
             f"<td style='color:{STATUS_COLOR.get(r['status'], '#555')}'>{html.escape(r['status'])}</td>"
@@ -75,6 +78,10 @@ class LiveView:
 
             self.handle.update(HTML(self._html()))
         elif self.text:
+            if self.run.early_verdict is not None and "culprit" not in self.seen:
+                self.seen["culprit"] = True
+                print(f"[{self.run.elapsed:6.1f}s] {self.run.name}: culprit rank {self.run.early_verdict.culprit}: "
+                      f"{self.run.early_verdict.reason}", file=sys.stderr, flush=True)
             for r in _rank_rows(self.run):
                 key = (r["stage"], r["status"])
                 if self.seen.get(r["rank"]) != key:
@@ -102,6 +109,8 @@ def result_html(result) -> str:
     if not result.ok:
         who = "no single rank" if v.culprit is None else f"<b>rank {v.culprit}</b> ({html.escape(v.kind)})"
         head += f"Culprit: {who}. {html.escape(v.reason)}."
+        if result.culprit_named_s is not None:
+            head += f" Named {result.culprit_named_s:.1f} s after launch."
         if v.torchrun_blamed is not None and v.torchrun_blamed != v.culprit:
             head += f" (torchrun's 'Root Cause' names rank {v.torchrun_blamed}: a victim.)"
     head += "</p>"

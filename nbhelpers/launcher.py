@@ -102,6 +102,7 @@ class RunResult:
     started: float
     stop_reason: str | None = None
     cleanup: dict = field(default_factory=dict)
+    culprit_named_s: float | None = None  # seconds from launch until the launcher first named the culprit
 
     @property
     def ok(self) -> bool:
@@ -148,6 +149,7 @@ class RunResult:
         first = min((e["t"] for e in self.events if e.get("status") == "fail"), default=None)
         return {"name": self.name, "status": self.status, "nproc": self.nproc, "wall_s": round(self.wall_s, 3),
                 "first_failure_s": round(first - self.started, 3) if first else None,
+                "culprit_named_s": None if self.culprit_named_s is None else round(self.culprit_named_s, 3),
                 "log_dir": str(self.log_dir), **self.verdict.as_dict()}
 
     def __repr__(self) -> str:
@@ -182,6 +184,8 @@ class Run:
         self.tails = {r: LogTail(self.log_dir / f"rank{r}.log") for r in range(nproc)}
         self._seen: dict[int, psutil.Process] = {}
         self.result: RunResult | None = None
+        self.early_verdict: Verdict | None = None
+        self.early_verdict_s: float | None = None
 
     @property
     def command(self) -> list[str]:
@@ -228,10 +232,36 @@ class Run:
         """Read what the ranks wrote since the last poll; True while torchrun is running."""
         for tail in self.tails.values():
             tail.poll()
+        if self.early_verdict is None and self.started:
+            self._early_verdict()
         if self.root is not None:
             for p in procs.snapshot(self.root):
                 self._seen.setdefault(p.pid, p)
         return self.proc is not None and self.proc.poll() is None
+
+    def records(self) -> dict[int, dict]:
+        out = {}
+        for r in range(self.nproc):
+            path = self.log_dir / f"rank{r}.json"
+            try:
+                out[r] = json.loads(path.read_text())
+            except (FileNotFoundError, ValueError):  # not written yet, or being replaced
+                pass
+        return out
+
+    def views(self, records: dict[int, dict], stacks: dict[int, str] | None = None) -> list[RankView]:
+        return [RankView(r, t.events, records.get(r, {}), t.text, (stacks or {}).get(r, ""))
+                for r, t in self.tails.items()]
+
+    def _early_verdict(self) -> None:
+        """Name the culprit as soon as a rank fails, while torchrun is still tearing the world down."""
+        failed = any(e.get("status") == "fail" for t in self.tails.values() for e in t.events)
+        records = self.records()
+        if not failed and not any(RankView(r, record=rec).crashed for r, rec in records.items()):
+            return
+        verdict = find_culprit(self.views(records), "failed")
+        if verdict.culprit is not None:
+            self.early_verdict, self.early_verdict_s = verdict, time.time() - self.started
 
     def stop(self, reason: str = "stopped") -> dict:
         """TERM torchrun and the rank shims (they dump stacks first), then KILL what is left."""
@@ -278,11 +308,7 @@ class Run:
         procs.unregister(self.proc.pid)
         self.ended = time.time()
         self.poll()
-        records = {}
-        for r in range(self.nproc):
-            path = self.log_dir / f"rank{r}.json"
-            if path.exists():
-                records[r] = json.loads(path.read_text())
+        records = self.records()
         stacks = {r: p.read_text() for r in range(self.nproc)
                   if (p := self.log_dir / f"rank{r}.stack.txt").exists()}
         torchrun_log = (self.log_dir / "torchrun.log").read_text(errors="replace")
@@ -297,12 +323,12 @@ class Run:
             status = "ok"
         else:
             status = "failed"
-        views = [RankView(r, [e for e in events if e.get("rank") == r], records.get(r, {}), logs[r], stacks.get(r, ""))
-                 for r in range(self.nproc)]
-        verdict = find_culprit(views, status, self.stop_time, torchrun_log)
+        verdict = find_culprit(self.views(records, stacks), status, self.stop_time, torchrun_log)
+        named_s = (self.early_verdict_s if self.early_verdict and self.early_verdict.culprit == verdict.culprit
+                   else self.ended - self.started)
         return RunResult(self.name, status, self.nproc, self.ended - self.started, self.log_dir, self.command,
                          records, events, logs, stacks, torchrun_log, verdict, self.started, self.stop_reason,
-                         cleanup)
+                         cleanup, None if verdict.culprit is None else named_s)
 
 
 def _is_shim(p: psutil.Process) -> bool:

@@ -114,3 +114,10 @@ def test_ranks_do_not_outlive_their_kernel(runs_dir, how):
     while workbook_processes(str(runs_dir)) and time.time() < deadline:
         time.sleep(0.2)
     assert not workbook_processes(str(runs_dir))
+
+
+def test_the_culprit_is_named_before_torchrun_finishes_tearing_down(runs_dir):
+    res = probe(2, timeout=5, size_mb=1, fault="stall", stall=60, live=False)
+    assert res.culprit == 1
+    first_failure = res.summary()["first_failure_s"]
+    assert first_failure <= res.culprit_named_s < res.wall_s
