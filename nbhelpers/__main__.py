@@ -1,8 +1,55 @@
-"""Command line: ``python -m nbhelpers run-all`` executes the notebooks and writes a report."""
+"""Command line.
+
+    python -m nbhelpers run-all                          # execute every notebook; report in reports/<UTC>/
+    python -m nbhelpers doctor LOG [LOG ...] [--json]    # classify pasted/saved log text ('-' = stdin)
+    python -m nbhelpers run --nproc 2 [--timeout S] [--json] script.py [args ...]
+"""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
+
+
+def cmd_run_all(args) -> int:
+    from .report import run_all
+
+    out = run_all(Path(args.out) if args.out else None)
+    failed = [n for n in json.loads((out / "summary.json").read_text())["notebooks"] if n["status"] != "ok"]
+    return 1 if failed else 0
+
+
+def cmd_doctor(args) -> int:
+    from .classify import classify_file, classify_stream
+    from .supervise import findings_json
+
+    status = 0
+    for name in args.files:
+        findings = classify_stream(iter(lambda: sys.stdin.read(1 << 20), "")) if name == "-" else classify_file(name)
+        if args.json:
+            if findings:
+                print(findings_json([f for f in findings]))
+            continue
+        print(f"== {name}: " + ("no known failure found" if not findings else f"{len(findings)} finding(s)"))
+        for i, f in enumerate(findings, 1):
+            print(f"{i}. {f.category} ({f.title}), confidence {f.confidence:.2f}")
+            if i == 1:
+                print(f"   {f.explanation}")
+                for e in f.evidence:
+                    print(f"   > {e}")
+                for j, r in enumerate(f.remedies, 1):
+                    print(f"   {j}) {r}")
+        status = status or (1 if findings else 0)
+    return status
+
+
+def cmd_run(args) -> int:
+    from .supervise import supervise, verdict_dict, verdict_text
+
+    res = supervise(args.script, args.args, nproc=args.nproc, timeout=args.timeout, live=False if args.json else None)
+    print(json.dumps(verdict_dict(res)) if args.json else verdict_text(res))
+    return 0 if res.ok else 1
 
 
 def main(argv=None) -> int:
@@ -10,18 +57,17 @@ def main(argv=None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     ra = sub.add_parser("run-all", help="execute every notebook headless; write reports/<UTC>/")
     ra.add_argument("--out", help="report root (default: reports/ in the workbook)")
+    dr = sub.add_parser("doctor", help="classify failure logs (files, or - for stdin)")
+    dr.add_argument("files", nargs="+")
+    dr.add_argument("--json", action="store_true", help="one JSON object per finding")
+    rn = sub.add_parser("run", help="run your script on N ranks under the workbook's launcher and diagnose it")
+    rn.add_argument("--nproc", type=int, default=2)
+    rn.add_argument("--timeout", type=float, default=600.0, help="whole-run timeout, seconds")
+    rn.add_argument("--json", action="store_true", help="print one JSON object")
+    rn.add_argument("script")
+    rn.add_argument("args", nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
-    if args.cmd == "run-all":
-        from pathlib import Path
-
-        from .report import run_all
-
-        out = run_all(Path(args.out) if args.out else None)
-        import json
-
-        failed = [n for n in json.loads((out / "summary.json").read_text())["notebooks"] if n["status"] != "ok"]
-        return 1 if failed else 0
-    return 2
+    return {"run-all": cmd_run_all, "doctor": cmd_doctor, "run": cmd_run}[args.cmd](args)
 
 
 if __name__ == "__main__":

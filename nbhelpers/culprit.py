@@ -33,6 +33,7 @@ UNREACHABLE = re.compile(
     re.I)
 STORE_KEYS = re.compile(r"wait timeout after \d+ ?ms, keys: (\S+)")
 MONITORED = re.compile(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier")
+EXCEPTION_LINE = re.compile(r"^(?:\[rank\d+\]:\s*)*((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt)\b:?.*)$")
 
 
 @dataclass
@@ -46,8 +47,21 @@ class RankView:
 
     @property
     def error(self) -> str | None:
+        """The failing stage's error, or for programs without events the last exception line of the log."""
         fails = [e for e in self.events if e.get("status") == "fail"]
-        return fails[-1].get("error") if fails else None
+        if fails:
+            return fails[-1].get("error")
+        for line in reversed(self.log.splitlines()):
+            m = EXCEPTION_LINE.match(line.strip())
+            if m and not line.lstrip().startswith(("File ", "raise ")):
+                return m.group(1)[:4000]
+        return None
+
+    def in_distributed(self) -> bool | None:
+        """Whether the stack dump shows this rank inside torch.distributed (None: no dump)."""
+        if not self.stack.strip() or "Thread" not in self.stack:
+            return None
+        return "torch/distributed/" in self.stack or "distributed_c10d" in self.stack
 
     @property
     def first_fail_time(self) -> float | None:
@@ -65,7 +79,8 @@ class RankView:
     def last_seen(self, by: float) -> str:
         seen = [e for e in self.events if e["t"] <= by]
         if not seen:
-            return "no event yet (still importing, or never started)"
+            top = _stack_line(self)
+            return top.split("stack: ", 1)[1] if "stack: " in top else "no event (still starting, or a program without events)"
         e = seen[-1]
         return f"{e['stage']} ({e['status']})"
 
@@ -170,7 +185,18 @@ def find_culprit(views: list[RankView], status: str, stop_time: float | None = N
                            f"(rank {r} was last seen in {late[0].last_seen(t_fail)})",
                            [f"rank {first}: {by_rank[first].error or _signal_text(by_rank[first].record)}"]
                            + [_stack_line(v) for v in late if v.stack])
-    elif status in ("timeout", "interrupted"):
+    # 3b. programs without events: a rank stopped outside torch.distributed while the others waited
+    first_err = by_rank[first].error if first is not None else None
+    if status in ("timeout", "interrupted") or _is_victim_error(first_err):
+        outside = [v for v in views if v.rank != first and v.in_distributed() is False]
+        inside = [v for v in views if v.in_distributed() or _is_victim_error(v.error)]
+        if outside and inside:
+            v = outside[0]
+            return verdict(v.rank, "late", f"rank {v.rank} was not in any collective while "
+                           f"{'rank ' + str(first) if first is not None else 'the others'} waited: "
+                           f"{_stack_line(v).split(': ', 1)[1]}", [f"rank {w.rank}: {w.error}" for w in inside if w.error]
+                           + [_stack_line(v)])
+    if first is None and status in ("timeout", "interrupted"):
         progress = {v.rank: len(v.stages_started(t_fail)) for v in views}
         if len(set(progress.values())) > 1:
             r = min(progress, key=progress.get)

@@ -109,6 +109,19 @@ class RunResult:
         return self.status == "ok"
 
     @property
+    def findings(self) -> list:
+        """The classifier's reading of every rank's log plus torchrun's (cached; empty when all is well)."""
+        if not hasattr(self, "_findings"):
+            from .classify import classify_logs
+
+            self._findings = [] if self.ok else classify_logs(self.logs, self.torchrun_log)
+        return self._findings
+
+    @property
+    def category(self) -> str | None:
+        return self.findings[0].category if self.findings else None
+
+    @property
     def culprit(self) -> int | None:
         return self.verdict.culprit
 
@@ -150,7 +163,7 @@ class RunResult:
         return {"name": self.name, "status": self.status, "nproc": self.nproc, "wall_s": round(self.wall_s, 3),
                 "first_failure_s": round(first - self.started, 3) if first else None,
                 "culprit_named_s": None if self.culprit_named_s is None else round(self.culprit_named_s, 3),
-                "log_dir": str(self.log_dir), **self.verdict.as_dict()}
+                "log_dir": str(self.log_dir), "category": self.category, **self.verdict.as_dict()}
 
     def __repr__(self) -> str:
         return (f"<RunResult {self.name} {self.status} nproc={self.nproc} {self.wall_s:.1f}s "

@@ -28,6 +28,7 @@ def test_healthy_probe_passes_every_stage(runs_dir):
     assert "[" in res.log(0) and "probe passed" in res.log(1)
     assert (res.log_dir / "rank0.log").exists() and (res.log_dir / "torchrun.log").exists()
     assert "RunResult probe ok" in repr(res)
+    assert res.findings == [] and res.category is None
 
 
 def test_a_crashing_rank_is_the_culprit_with_its_exit_code(runs_dir):
@@ -37,6 +38,7 @@ def test_a_crashing_rank_is_the_culprit_with_its_exit_code(runs_dir):
     assert res.records[1]["returncode"] == 3
     assert "exited with code 3" in res.verdict.reason
     assert "connection" in res.verdict.victims[0]
+    assert res.category == "worker_killed"
 
 
 def test_a_stalled_rank_is_named_although_torchrun_blames_the_other(runs_dir):
@@ -46,6 +48,7 @@ def test_a_stalled_rank_is_named_although_torchrun_blames_the_other(runs_dir):
     assert "Timed out waiting" in res.verdict.evidence[0]
     assert "timed out waiting for rank 1" in res.verdict.victims[0]
     assert "inject" in res.stack(1)  # the py-spy dump shows where rank 1 was: in the injected sleep
+    assert res.category == "collective_timeout"
 
 
 @pytest.mark.parametrize("fault", ["never-join", "wrong-port"])
@@ -53,6 +56,7 @@ def test_a_rank_that_cannot_join_is_the_culprit(runs_dir, fault):
     res = probe(2, timeout=3, size_mb=1, fault=fault, stall=60, live=False)
     assert res.culprit == 1, res.verdict
     assert res.stages.query("rank == 0 and stage == 'rendezvous'")["status"].item() == "fail"
+    assert res.category == "rendezvous_timeout"
 
 
 def test_fault_on_rank_zero_names_rank_zero(runs_dir):

@@ -1,0 +1,69 @@
+"""Run a user's own script under the workbook's launcher and say what went wrong, if anything.
+
+    python -m nbhelpers run --nproc 2 --timeout 120 train.py --lr 0.1
+    python -m nbhelpers run --json --nproc 2 train.py          # one JSON object
+
+The script runs through torchrun like any other (RANK, WORLD_SIZE, MASTER_ADDR... in its env),
+each rank under the rank shim (own log, exit record, stack dump when stopped); afterwards the
+verdict names the culprit rank and the classifier the category, with the evidence lines.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+from .launcher import RunResult, launch
+
+
+def supervise(script: str, args: Sequence[str] = (), *, nproc: int = 2, timeout: float = 600.0,
+              env: dict | None = None, live: bool | None = None, **kw) -> RunResult:
+    """Run ``script`` on ``nproc`` ranks; the result carries verdict, findings and logs."""
+    path = Path(script)
+    if not path.is_file():
+        from .errors import WorkbookError
+
+        raise WorkbookError(f"no such script: {script}", "give the path of a Python file, e.g. train.py")
+    return launch(str(path), list(args), nproc=nproc, timeout=timeout, env=env, live=live, name=path.stem, **kw)
+
+
+def verdict_dict(res: RunResult) -> dict:
+    top = res.findings[0] if res.findings else None
+    return {
+        "status": "ok" if res.ok else "failed",
+        "run_status": res.status,
+        "category": None if res.ok or top is None else top.category,
+        "culprit_rank": res.culprit,
+        "culprit_kind": res.verdict.kind,
+        "reason": res.verdict.reason,
+        "first_to_raise": res.verdict.first_to_raise,
+        "torchrun_blamed": res.verdict.torchrun_blamed,
+        "evidence": [str(e) for e in (top.evidence if top else [])] + res.verdict.evidence,
+        "remedies": top.remedies if top and not res.ok else [],
+        "exit_codes": {str(r): rec.get("returncode") for r, rec in res.records.items()},
+        "wall_s": round(res.wall_s, 3),
+        "log_dir": str(res.log_dir),
+    }
+
+
+def verdict_text(res: RunResult) -> str:
+    d = verdict_dict(res)
+    if res.ok:
+        return f"OK: {res.name} finished on {res.nproc} ranks in {res.wall_s:.1f} s. Logs: {res.log_dir}"
+    lines = [f"FAILED ({res.status}): {res.name} on {res.nproc} ranks after {res.wall_s:.1f} s",
+             f"category: {d['category'] or 'unrecognised'}",
+             f"culprit:  {'unknown' if res.culprit is None else f'rank {res.culprit}'} ({res.verdict.kind}): "
+             f"{res.verdict.reason}"]
+    if res.verdict.torchrun_blamed is not None and res.verdict.torchrun_blamed != res.culprit:
+        lines.append(f"          (torchrun's Root Cause names rank {res.verdict.torchrun_blamed}: a victim)")
+    lines.append("evidence:")
+    lines += [f"  {e}" for e in d["evidence"][:6]]
+    if d["remedies"]:
+        lines.append("what to do:")
+        lines += [f"  {i}. {r}" for i, r in enumerate(d["remedies"], 1)]
+    lines.append(f"logs: {res.log_dir}")
+    return "\n".join(lines)
+
+
+def findings_json(findings) -> str:
+    return "\n".join(json.dumps(f.as_dict()) for f in findings)
