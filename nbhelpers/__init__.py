@@ -14,6 +14,10 @@ _EXPORTS = {
     "collect_fingerprint": ("fingerprint", "collect"), "fingerprint_frame": ("fingerprint", "to_frame"),
     "stage_matrix": "display", "timeline": "display",
     "find_culprit": "culprit", "Verdict": "culprit",
+    "classify": "classify", "classify_file": "classify", "classify_logs": "classify",
+    "paste_box": "doctor", "show_findings": "doctor", "findings_frame": "doctor",
+    "supervise": "supervise",
+    "lint_env": "lint", "lint_frame": ("lint", "findings_frame"), "env_catalog": ("envcatalog", "to_frame"),
     "WorkbookError": "errors", "PortInUseError": "errors", "LaunchError": "errors",
 }
 

@@ -58,7 +58,8 @@ CATEGORIES: dict[str, Category] = {c.name: c for c in [
        ("Rerun with NCCL_DEBUG=INFO (and CUDA_LAUNCH_BLOCKING=1 while debugging) to see the failing CUDA call "
         "(notebook 02).",
         "Check the driver, CUDA build and GPU architecture agree (`nvidia-smi`, torch.version.cuda, the fingerprint "
-        "in notebook 01).")),
+        "in notebook 01)."),
+       cause=False),  # NCCL error 1 wraps a CUDA failure: when the log shows which one, that one is the cause
     _C("nccl_system_error", "NCCL: system error",
        "NCCL error 2 (ncclSystemError) or a socket/shared-memory failure inside NCCL: a system call failed, often "
        "/dev/shm too small or unavailable, a socket to a peer that died, or a network set-up problem.",

@@ -51,7 +51,8 @@ R = Rule
 RULES: list[Rule] = [
     # rendezvous / init
     R("rendezvous_timeout", "timed out initializing process group", weight=6),
-    R("rendezvous_timeout", "store based barrier", r"timed out|waiting in store based barrier", 4),
+    R("rendezvous_timeout", "store based barrier", r"timed out", 4),
+    R("rendezvous_timeout", "waiting in store based barrier", weight=2, context=True),  # normal while ranks arrive
     R("rendezvous_timeout", "clients joined", r"\d+/\d+ clients joined", 6),
     R("rendezvous_timeout", "waiting for clients", weight=5),
     R("rendezvous_timeout", "while trying to connect to", r"client socket has timed out after \d+ ?m?s", 6),
@@ -86,6 +87,7 @@ RULES: list[Rule] = [
     R("collective_mismatch", "doesn't match expected size", weight=7),
     R("collective_mismatch", "is running collective", r"but rank \d+ is running collective", 8),
     R("collective_mismatch", "collectivefingerprint", weight=2),
+    R("collective_mismatch", "mismatched collective detected", weight=8),
     R("collective_mismatch", "tensor shapes:", r"tensor shapes: \d+\s*vs\s*\d+", 6),
     # NCCL error classes (1 unhandled cuda, 2 system, 3 internal, 4 invalid argument, 5 invalid usage, 6 remote)
     R("nccl_unhandled_cuda_error", "unhandled cuda error", weight=7),
@@ -104,6 +106,9 @@ RULES: list[Rule] = [
     R("nccl_system_error", "connection closed by remote peer", r"nccl|warn", 2.5),
     R("nccl_system_error", "net : call to", r"failed", 3),
     R("nccl_system_error", "failed to execute operation", r"retcode", 2),
+    R("nccl_system_error", "connect to", r"nccl warn.*connect to .* failed", 4),
+    R("nccl_system_error", "call to connect returned", r"refused|abort|reset|unreachable", 3),
+    R("nccl_system_error", "software caused connection abort", r"nccl|socket", 3),
     R("nccl_internal_or_invalid_usage", "internal error - please report", weight=5),
     R("nccl_internal_or_invalid_usage", "ncclinternalerror", weight=5),
     R("nccl_internal_or_invalid_usage", "invalid usage", r"invalid usage|ncclinvalidusage", 6),
@@ -112,6 +117,10 @@ RULES: list[Rule] = [
     R("nccl_internal_or_invalid_usage", "nccl error 4", r"nccl error (3|4|5)\b", 5),
     R("nccl_internal_or_invalid_usage", "nccl error 5", r"nccl error (3|4|5)\b", 5),
     R("nccl_internal_or_invalid_usage", "duplicate gpu detected", weight=8),
+    # PyTorch 1.x: "NCCL error in: <file>:<line>, <ncclGetErrorString>, NCCL version x.y.z"
+    R("nccl_internal_or_invalid_usage", "nccl error in:", r", (invalid argument|invalid usage|internal error)", 5),
+    R("nccl_system_error", "nccl error in:", r", (unhandled system error|remote process exited)", 5),
+    R("nccl_unhandled_cuda_error", "nccl error in:", r", unhandled cuda error", 5),
     R("nccl_internal_or_invalid_usage", "of node nic not found", weight=4),
     # network interface
     R("network_interface", "unable to resolve hostname", weight=6),
@@ -127,6 +136,9 @@ RULES: list[Rule] = [
     R("network_interface", "]veth", r"^\s*\[\d+\]veth\w+:", 4, context=True),
     R("network_interface", "]docker", r"^\s*\[\d+\]docker\d*:", 4, context=True),
     R("network_interface", "net/socket : using", r"\[\d+\](br-|veth|docker|virbr|lo:)", 5, context=True),
+    # NCCL bootstrapping on an address peers cannot use: IPv6 link-local, loopback, a container bridge
+    R("network_interface", "bootstrap : using", r"using \S+:(fe80::|127\.)|using (lo|docker\d*|veth\w*|br-\w+|virbr\d*):",
+      6, context=True),
     # InfiniBand
     R("infiniband", "got completion from peer", r"(error|status)\s*=?\s*\d+", 8),
     R("infiniband", "warn net/ib", weight=5),
@@ -179,16 +191,22 @@ RULES: list[Rule] = [
     R("version_mismatch", "is not compatible with the current pytorch installation", weight=7),
     R("version_mismatch", "nvidia driver on your system is too old", weight=8),
     R("version_mismatch", "version mismatch", r"nccl|cuda|driver", 5),
+    # CUDA errors that mean "this build has no kernels for this GPU" (architecture newer than the build)
+    R("version_mismatch", "named symbol not found", weight=8),
+    R("version_mismatch", "invalid device function", weight=7),
+    R("version_mismatch", "is not compatible with the current pytorch", weight=7),
 ]
 
 NCCL_VERSION = re.compile(r"NCCL(?:_VERSION=\"?|\s+version\s+)(\d+\.\d+\.\d+)|^\((\d+), (\d+), (\d+)\)\s*$", re.I)
-CONTEXT_NEEDLES = ("nccl version", "nccl_version=", "sequencenumber=")  # feed the whole-log checks
+CONTEXT_NEEDLES = ("nccl version", "nccl_version=", "sequencenumber=", "worker_count=")  # whole-log checks
+BARRIER_COUNTS = re.compile(r"world_size=(\d+), worker_count=(\d+)")
 SEQ_NUMBER = re.compile(r"\[Rank (\d+)\].*SequenceNumber=(\d+)")
 RANK_PATTERNS = [re.compile(p) for p in (r"\[rank(\d+)\]", r"\[Rank (\d+)\]", r"\brank\s*:\s*(\d+)",
                                          r"on rank:? (\d+)", r"\[default(\d+)\]:", r"local_rank:\s*(\d+)")]
 NCCL_PREFIX = re.compile(r"^(?:\S+\s+)?([A-Za-z0-9_.-]+):(\d+):(\d+) \[(\d+)\]")
 NBH_PREFIX = re.compile(r"\[([A-Za-z0-9_.-]+):(\d+)\]")
 
+OVERCOUNT = R("rendezvous_timeout", "worker_count=", None, 5)  # applied by _context, not by needle
 _BY_NEEDLE: dict[str, list[Rule]] = {}
 for _r in RULES:
     assert _r.category in CATEGORIES, _r
@@ -320,6 +338,11 @@ def _scan(chunk: str, base: int, st: _State) -> None:
 
 
 def _context(needle: str, line: str, lineno: int, st: _State) -> None:
+    if needle == "worker_count=":  # more workers than the world has: stale store keys from an earlier group
+        m = BARRIER_COUNTS.search(line)
+        if m and int(m.group(2)) > int(m.group(1)):
+            st.add(OVERCOUNT, lineno, line)
+        return
     if needle == "sequencenumber=":
         m = SEQ_NUMBER.search(line)
         if m:

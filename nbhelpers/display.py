@@ -114,6 +114,10 @@ def result_html(result) -> str:
         if v.torchrun_blamed is not None and v.torchrun_blamed != v.culprit:
             head += f" (torchrun's 'Root Cause' names rank {v.torchrun_blamed}: a victim.)"
     head += "</p>"
+    if result.findings:
+        f = result.findings[0]
+        head += (f"<p>Classified cause: <b>{html.escape(f.title)}</b> (<code>{f.category}</code>). "
+                 f"{html.escape(f.remedies[0])}</p>")
     evidence = "".join(f"<li><code>{html.escape(e[:400])}</code></li>" for e in v.evidence)
     return head + (f"<ul>{evidence}</ul>" if evidence else "") + result.ranks.to_html()
 

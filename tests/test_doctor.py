@@ -1,0 +1,24 @@
+"""The paste box, driven as a user would: type text, click Diagnose, read the answer."""
+from nbhelpers.doctor import findings_frame, findings_html, paste_box
+from nbhelpers.diagnose import probe
+
+
+def test_paste_box_diagnoses_real_log_text(runs_dir):
+    res = probe(2, timeout=3, size_mb=1, fault="never-join", stall=60, live=False)
+    box = paste_box()
+    box.button.click()
+    assert "Nothing pasted" in box.answer.value
+    box.area.value = res.log(0, tail=None)
+    box.button.click()
+    assert "rendezvous_timeout" in box.answer.value and "What to do" in box.answer.value
+    assert "notebook 01" in box.answer.value
+
+
+def test_findings_views_of_nothing_and_of_findings():
+    assert "No known failure" in findings_html([])
+    from nbhelpers.classify import classify
+
+    f = classify("RuntimeError: The server socket has failed to listen on any local network address. "
+                 "port: 29500, useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use")
+    df = findings_frame(f)
+    assert df.loc[0, "category"] == "port_in_use" and "line 1" in df.loc[0, "first evidence"]
