@@ -5,7 +5,7 @@
 
 Rules are data: a category, a lower-case literal *needle* that must occur on the line, an optional
 regex that must then match it, and a weight.  Text is scanned in large chunks: one Aho-Corasick
-pass (pyahocorasick, in C) finds every needle at once and only those lines are examined, so a
+pass (ahocorasick-rs, over bytes) finds every needle at once and only those lines are examined, so a
 gigabyte of NCCL INFO chatter streams through without being held in memory.  Scores add up per category with diminishing returns; causes
 (an OOM, a killed rank, a torn file, a bad interface) outrank consequences (timeouts, NCCL's
 wrapper errors) seen in the same log, so a watchdog timeout on rank 3 after rank 5 was OOM-killed
@@ -294,39 +294,37 @@ class _State:
 
 
 _AUTOMATON = None
+_NEEDLES: list[str] = []
 
 
 def _automaton():
+    """One Aho-Corasick automaton (ahocorasick-rs, in Rust) over the UTF-8 bytes of every needle."""
     global _AUTOMATON
     if _AUTOMATON is None:
-        import ahocorasick
+        import ahocorasick_rs
 
-        a = ahocorasick.Automaton()
-        for needle in [*_BY_NEEDLE, *CONTEXT_NEEDLES]:
-            a.add_word(needle, needle)
-        a.make_automaton()
-        _AUTOMATON = a
+        _NEEDLES[:] = [*_BY_NEEDLE, *CONTEXT_NEEDLES]
+        _AUTOMATON = ahocorasick_rs.BytesAhoCorasick([n.encode() for n in _NEEDLES])
     return _AUTOMATON
 
 
-def _scan(chunk: str, base: int, st: _State) -> None:
-    """Find every needle in ``chunk`` (line numbers start after ``base``) and test its rules."""
+def _scan(chunk: bytes, base: int, st: _State) -> None:
+    """Find every needle in ``chunk`` (whole lines of UTF-8; numbering starts after ``base``), test its rules."""
     found: dict[int, set[str]] = {}
     last_start, last_end = -1, -1
-    # lower-case only ASCII, through bytes: fast even with tqdm bars, and every position stays put
-    low = chunk.encode("utf-8", "surrogatepass").lower().decode("utf-8", "surrogatepass")
-    for end_at, needle in _automaton().iter(low):
-        if end_at >= last_end:  # a new line: locate it once
-            last_start = chunk.rfind("\n", 0, end_at) + 1
-            last_end = chunk.find("\n", end_at)
+    # bytes.lower() changes ASCII only, so every needle (ASCII) is found and every offset stays put
+    for idx, at, _ in _automaton().find_matches_as_indexes(chunk.lower(), overlapping=True):
+        if at >= last_end:  # a new line: locate it once
+            last_start = chunk.rfind(b"\n", 0, at) + 1
+            last_end = chunk.find(b"\n", at)
             last_end = len(chunk) if last_end < 0 else last_end
-        found.setdefault(last_start, set()).add(needle)
+        found.setdefault(last_start, set()).add(_NEEDLES[idx])
     lineno, pos = base + 1, 0
     for start in sorted(found):
-        lineno += chunk.count("\n", pos, start)
+        lineno += chunk.count(b"\n", pos, start)
         pos = start
-        end = chunk.find("\n", start)
-        line = chunk[start:] if end < 0 else chunk[start:end]
+        end = chunk.find(b"\n", start)
+        line = (chunk[start:] if end < 0 else chunk[start:end]).decode("utf-8", "replace")
         for needle in found[start]:
             if needle in CONTEXT_NEEDLES:
                 _context(needle, line, lineno, st)
@@ -334,7 +332,7 @@ def _scan(chunk: str, base: int, st: _State) -> None:
             for rule in _BY_NEEDLE[needle]:
                 if rule.matches(line) and not NOISE.search(line):
                     st.add(rule, lineno, line)
-    st.lines = base + chunk.count("\n")
+    st.lines = base + chunk.count(b"\n")
 
 
 def _context(needle: str, line: str, lineno: int, st: _State) -> None:
@@ -354,26 +352,28 @@ def _context(needle: str, line: str, lineno: int, st: _State) -> None:
         st.nccl_versions.setdefault(m.group(1) or ".".join(m.group(2, 3, 4)), lineno)
 
 
-def _chunks(source: Iterable[str]) -> Iterator[str]:
-    buf: list[str] = []
+def _chunks(source: Iterable[str | bytes]) -> Iterator[bytes]:
+    """Whole lines of UTF-8 in blocks of about CHUNK bytes, whatever the pieces' sizes and types."""
+    buf: list[bytes] = []
     size = 0
     for piece in source:
-        buf.append(piece)
-        size += len(piece)
+        data = piece.encode("utf-8", "surrogatepass") if isinstance(piece, str) else piece
+        buf.append(data)
+        size += len(data)
         if size >= CHUNK:
-            text = "".join(buf)
-            cut = text.rfind("\n") + 1
+            block = b"".join(buf)
+            cut = block.rfind(b"\n") + 1
             if cut == 0:
                 continue
-            yield text[:cut]
-            buf, size = [text[cut:]], len(text) - cut
-    rest = "".join(buf)
+            yield block[:cut]
+            buf, size = [block[cut:]], len(block) - cut
+    rest = b"".join(buf)
     if rest:
-        yield rest if rest.endswith("\n") else rest + "\n"
+        yield rest if rest.endswith(b"\n") else rest + b"\n"
 
 
-def classify_stream(source: Iterable[str]) -> list[Finding]:
-    """Classify text arriving in pieces (lines, blocks); memory stays bounded by the chunk size."""
+def classify_stream(source: Iterable[str | bytes]) -> list[Finding]:
+    """Classify text arriving in pieces (str or UTF-8 bytes); memory stays bounded by the chunk size."""
     st = _State()
     base = 0
     for chunk in _chunks(source):
@@ -387,8 +387,8 @@ def classify(text: str) -> list[Finding]:
 
 
 def classify_file(path: str | os.PathLike) -> list[Finding]:
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        return classify_stream(iter(lambda: fh.read(CHUNK), ""))
+    with open(path, "rb") as fh:
+        return classify_stream(iter(lambda: fh.read(CHUNK), b""))
 
 
 def classify_logs(logs: dict[int, str], extra: str = "") -> list[Finding]:
