@@ -189,6 +189,9 @@ RULES: list[Rule] = [
     R("dataloader_shm", "unable to allocate shared memory", weight=7),
     R("dataloader_shm", "no space left on device", r"^(?!.*nccl)(?=.*(errno 28|shm|torch_|dataloader))", 4),
     R("dataloader_shm", "unable to open shared memory object", weight=7),
+    # the bare "DataLoader worker (pid(s) N) exited unexpectedly": in containers mostly a too small /dev/shm; weak on
+    # purpose, so a bus error, a kill or a traceback elsewhere in the log decides instead
+    R("dataloader_shm", "exited unexpectedly", r"dataloader worker", 3),
     R("dataloader_shm", "unable to mmap", r"</torch_", 6),
     R("dataloader_shm", "shm-size", weight=3),
     # GPU OOM
