@@ -243,9 +243,10 @@ NCCL_PREFIX = re.compile(r"^(?:\S+\s+)?([A-Za-z0-9_.-]+):(\d+):(\d+) \[(\d+)\]")
 NBH_PREFIX = re.compile(r"\[([A-Za-z0-9_.-]+):(\d+)\]")
 
 OVERCOUNT = R("rendezvous_timeout", "worker_count=", None, 5)  # applied by _context, not by needle
-# c10d logs "Waiting in store based barrier ..." every 10 s while ranks are missing: a few of them is normal,
-# three or more means init has been stuck for 20 s or longer (applied by _findings)
+# c10d logs "Waiting in store based barrier ..." every 10 s while ranks are missing: one per rank is normal while a
+# big job assembles, the same rank waiting three times or more means init has been stuck 30 s or longer (_findings)
 WAITING = next(r for r in RULES if r.needle == "waiting in store based barrier")
+WAITER = re.compile(r"for rank: (\d+), key: (\S+)")
 STUCK_BARRIER = R("rendezvous_timeout", "waiting in store based barrier", None, 3)
 STUCK_AFTER = 3
 _BY_NEEDLE: dict[str, list[Rule]] = {}
@@ -322,11 +323,16 @@ class _State:
         self.nccl_versions: dict[str, int] = {}
         self.seq_numbers: dict[int, int] = {}
         self.seq_line: int | None = None
+        self.waits: dict[tuple[str, str], int] = {}
         self.lines = 0
 
     def add(self, rule: Rule, lineno: int, line: str) -> None:
         per = self.hits.setdefault(rule.category, {})
         per[rule] = per.get(rule, 0) + 1
+        if rule is WAITING:
+            who = WAITER.search(line)
+            who = who.groups() if who else ("?", "?")
+            self.waits[who] = self.waits.get(who, 0) + 1
         self.first_line.setdefault(rule.category, lineno)
         ev = self.evidence.setdefault(rule.category, [])
         if len(ev) < MAX_EVIDENCE and not any(e.line == lineno for e in ev):
@@ -448,7 +454,7 @@ def _score(hits: dict[Rule, int]) -> float:
 
 
 def _findings(st: _State) -> list[Finding]:
-    if st.hits.get("rendezvous_timeout", {}).get(WAITING, 0) >= STUCK_AFTER:
+    if max(st.waits.values(), default=0) >= STUCK_AFTER:
         st.hits["rendezvous_timeout"][STUCK_BARRIER] = 1
     scores = {c: _score({r: n for r, n in h.items() if not r.context}) for c, h in st.hits.items()}
     anchored = any(s > 0 for s in scores.values())

@@ -136,6 +136,8 @@ def test_a_barrier_that_keeps_waiting_is_a_rendezvous_timeout():
     line = ("INFO:torch.distributed.distributed_c10d:Waiting in store based barrier to initialize process group for "
             "rank: 0, key: store_based_barrier_key:2 (world_size=8, worker_count=1, timeout=0:30:00)\n")
     assert C.classify(line * 2) == []
+    # one wait per rank is a big job assembling, not a stuck one
+    assert C.classify("".join(line.replace("rank: 0,", f"rank: {r},") for r in range(7))) == []
     found = C.classify(line * C.STUCK_AFTER)
     assert found and found[0].category == "rendezvous_timeout"
 
