@@ -65,6 +65,11 @@ RULES: list[Rule] = [
     R("rendezvous_timeout", "_store_based_barrier", weight=3),
     R("rendezvous_timeout", "_share_and_gather", weight=2),
     R("rendezvous_timeout", "retrieving nccluniqueid", r"got error|timeout", 5),
+    # the client gave up on the store: "...has failed to connect to any network address of (host, port)" (2.x),
+    # vLLM/2.4+ "TCP client failed to connect/validate to host"; single refused attempts are retried (context only)
+    R("rendezvous_timeout", "failed to connect to any network address", weight=5),
+    R("rendezvous_timeout", "failed to connect/validate", weight=5),
+    R("rendezvous_timeout", "client socket has failed to connect", weight=1.5, context=True),
     # port in use
     R("port_in_use", "eaddrinuse", weight=8),
     R("port_in_use", "address already in use", weight=8),
@@ -101,13 +106,20 @@ RULES: list[Rule] = [
     R("nccl_system_error", "system call (socket, malloc", weight=4),
     R("nccl_system_error", "shared memory segment", r"nccl|/dev/shm/nccl", 6),
     R("nccl_system_error", "shmutils", r"warn", 4),
+    # NCCL's own /dev/shm segments (SHM transport), any NCCL version: "include/shm.h:28 NCCL WARN Call to
+    # posix_fallocate failed : No space left on device", "failed to extend /dev/shm/nccl-XXXX"
+    R("nccl_system_error", "posix_fallocate", r"fail", 5),
+    R("nccl_system_error", "no space left on device", r"nccl", 5),
+    R("nccl_system_error", "/dev/shm/nccl", r"warn|fail|error", 4),
     R("nccl_system_error", "ncclremoteerror", weight=4),
     R("nccl_system_error", "remote process exited or there was a network error", weight=3),
     R("nccl_system_error", "connection closed by remote peer", r"nccl|warn", 2.5),
     R("nccl_system_error", "net : call to", r"failed", 3),
     R("nccl_system_error", "failed to execute operation", r"retcode", 2),
     R("nccl_system_error", "connect to", r"nccl warn.*connect to .* failed", 4),
-    R("nccl_system_error", "call to connect returned", r"refused|abort|reset|unreachable", 3),
+    # "Call to connect returned Connection refused" (2.x), "Call to connect timeout : Connection refused" and
+    # "Call to connect failed : Connection timed out" (NCCL 2.3/2.4)
+    R("nccl_system_error", "call to connect", r"refused|abort|reset|unreachable|timed out|timeout", 3),
     R("nccl_system_error", "software caused connection abort", r"nccl|socket", 3),
     R("nccl_internal_or_invalid_usage", "internal error - please report", weight=5),
     R("nccl_internal_or_invalid_usage", "ncclinternalerror", weight=5),
@@ -131,11 +143,17 @@ RULES: list[Rule] = [
     R("network_interface", "unable to find address for", weight=7),
     R("network_interface", "no socket interface found", weight=7),
     R("network_interface", "no usable listening interface", weight=7),
+    # NCCL bootstrapping from an interface that gave no usable address (e.g. NCCL_SOCKET_IFNAME names none):
+    # "ncclSocketInit: connecting to address  with family 59936 is neither AF_INET(2) nor AF_INET6(10)"
+    R("network_interface", "is neither af_inet", weight=6),
     R("network_interface", "socket_ifname", r"(gloo|nccl)_socket_ifname.*(not found|no|fail|invalid|unable)", 4),
     R("network_interface", "]br-", r"^\s*\[\d+\]br-[0-9a-f]+:", 5, context=True),
     R("network_interface", "]veth", r"^\s*\[\d+\]veth\w+:", 4, context=True),
     R("network_interface", "]docker", r"^\s*\[\d+\]docker\d*:", 4, context=True),
     R("network_interface", "net/socket : using", r"\[\d+\](br-|veth|docker|virbr|lo:)", 5, context=True),
+    # NCCL <= 2.4 wording: "NET : Using interface lo:127.0.0.1<0>", "... eth1:fe80::215:5dff:fe33:ff6d%eth1<0>"
+    R("network_interface", "using interface", r"using interface (\S+:(fe80::|127\.)|(lo|docker\d*|veth\w*|br-\w+|virbr\d*):)",
+      5, context=True),
     # NCCL bootstrapping on an address peers cannot use: IPv6 link-local, loopback, a container bridge
     R("network_interface", "bootstrap : using", r"using \S+:(fe80::|127\.)|using (lo|docker\d*|veth\w*|br-\w+|virbr\d*):",
       6, context=True),
@@ -160,13 +178,21 @@ RULES: list[Rule] = [
     R("checkpoint_corrupt", "_open_zipfile_reader", weight=3),
     R("checkpoint_corrupt", "pytorchfilereader", weight=3),
     R("checkpoint_corrupt", "ran out of input", r"eoferror", 4),
+    R("checkpoint_corrupt", "pickle data was truncated", weight=6),
+    R("checkpoint_corrupt", "the file might be corrupted", weight=7),  # torch legacy load: "unexpected EOF, expected N more bytes"
+    R("checkpoint_corrupt", "error while deserializing header", weight=6),  # safetensors
     # DataLoader shared memory
     R("dataloader_shm", "out of shared memory", weight=8),
     R("dataloader_shm", "insufficient shared memory", weight=8),
     R("dataloader_shm", "is killed by signal: bus error", weight=8),
     R("dataloader_shm", "unable to write to file </torch_", weight=7),
     R("dataloader_shm", "unable to allocate shared memory", weight=7),
-    R("dataloader_shm", "no space left on device", r"errno 28|shm|torch_|dataloader", 4),
+    R("dataloader_shm", "no space left on device", r"^(?!.*nccl)(?=.*(errno 28|shm|torch_|dataloader))", 4),
+    R("dataloader_shm", "unable to open shared memory object", weight=7),
+    # the bare "DataLoader worker (pid(s) N) exited unexpectedly": in containers mostly a too small /dev/shm; weak on
+    # purpose, so a bus error, a kill or a traceback elsewhere in the log decides instead
+    R("dataloader_shm", "exited unexpectedly", r"dataloader worker", 3),
+    R("dataloader_shm", "unable to mmap", r"</torch_", 6),
     R("dataloader_shm", "shm-size", weight=3),
     # GPU OOM
     R("oom_in_collective", "out of memory", r"cuda (failure|error).*out of memory|cuda out of memory|"
@@ -178,7 +204,15 @@ RULES: list[Rule] = [
     R("worker_killed", "exitcode", r"exitcode\s*:?\s*-9\b", 7),
     R("worker_killed", "return code", r"return code\s*=\s*-9\b", 7),
     R("worker_killed", "signal 9", r"signal 9 \(sigkill\)", 7),
-    R("worker_killed", "sigkill", r"(received|died with|killed by).*sigkill|sigkill.*(received|killed)", 6),
+    R("worker_killed", "sigkill", r"(received|died with|killed by|terminated with signal|exited with signal).*sigkill|"
+      r"sigkill.*(received|killed)", 6),
+    # Slurm / Kubernetes / docker wording for the same kill
+    R("worker_killed", "oom_kill event", weight=7),
+    R("worker_killed", "out-of-memory handler", weight=7),
+    R("worker_killed", "oomkilled", weight=6),
+    R("worker_killed", "code 137", r"(exit|return) code 137\b", 5),  # 128 + SIGKILL, as shells/docker report it
+    R("worker_killed", "status 137", r"exit status 137\b", 5),
+    R("worker_killed", "exitcode: 137", r"exitcode: 137\b", 5),
     R("worker_killed", "killed process", r"out of memory: killed process|oom-kill", 8),
     R("worker_killed", "is killed by signal: killed", weight=7),
     R("worker_killed", "remote worker crashing", weight=3),
@@ -191,6 +225,8 @@ RULES: list[Rule] = [
     R("version_mismatch", "is not compatible with the current pytorch installation", weight=7),
     R("version_mismatch", "nvidia driver on your system is too old", weight=8),
     R("version_mismatch", "version mismatch", r"nccl|cuda|driver", 5),
+    R("version_mismatch", "mismatches the version that was used to compile", weight=7),
+    R("version_mismatch", "unsupported toolchain", r"ptx", 7),
     # CUDA errors that mean "this build has no kernels for this GPU" (architecture newer than the build)
     R("version_mismatch", "named symbol not found", weight=8),
     R("version_mismatch", "invalid device function", weight=7),
@@ -207,6 +243,12 @@ NCCL_PREFIX = re.compile(r"^(?:\S+\s+)?([A-Za-z0-9_.-]+):(\d+):(\d+) \[(\d+)\]")
 NBH_PREFIX = re.compile(r"\[([A-Za-z0-9_.-]+):(\d+)\]")
 
 OVERCOUNT = R("rendezvous_timeout", "worker_count=", None, 5)  # applied by _context, not by needle
+# c10d logs "Waiting in store based barrier ..." every 10 s while ranks are missing: one per rank is normal while a
+# big job assembles, the same rank waiting three times or more means init has been stuck 30 s or longer (_findings)
+WAITING = next(r for r in RULES if r.needle == "waiting in store based barrier")
+WAITER = re.compile(r"for rank: (\d+), key: (\S+)")
+STUCK_BARRIER = R("rendezvous_timeout", "waiting in store based barrier", None, 3)
+STUCK_AFTER = 3
 _BY_NEEDLE: dict[str, list[Rule]] = {}
 for _r in RULES:
     assert _r.category in CATEGORIES, _r
@@ -281,11 +323,16 @@ class _State:
         self.nccl_versions: dict[str, int] = {}
         self.seq_numbers: dict[int, int] = {}
         self.seq_line: int | None = None
+        self.waits: dict[tuple[str, str], int] = {}
         self.lines = 0
 
     def add(self, rule: Rule, lineno: int, line: str) -> None:
         per = self.hits.setdefault(rule.category, {})
         per[rule] = per.get(rule, 0) + 1
+        if rule is WAITING:
+            who = WAITER.search(line)
+            who = who.groups() if who else ("?", "?")
+            self.waits[who] = self.waits.get(who, 0) + 1
         self.first_line.setdefault(rule.category, lineno)
         ev = self.evidence.setdefault(rule.category, [])
         if len(ev) < MAX_EVIDENCE and not any(e.line == lineno for e in ev):
@@ -407,6 +454,8 @@ def _score(hits: dict[Rule, int]) -> float:
 
 
 def _findings(st: _State) -> list[Finding]:
+    if max(st.waits.values(), default=0) >= STUCK_AFTER:
+        st.hits["rendezvous_timeout"][STUCK_BARRIER] = 1
     scores = {c: _score({r: n for r, n in h.items() if not r.context}) for c, h in st.hits.items()}
     anchored = any(s > 0 for s in scores.values())
     if anchored:  # context rules (interface lists, ...) only count next to a real error
