@@ -21,6 +21,7 @@ _EXPORTS = {
     "check_path": "netcheck", "check_frame": "netcheck", "probe_port": "netcheck", "scan_ports": "netcheck",
     "route_to": "netcheck", "would_pick": "netcheck", "measure": "netcheck",
     "Plan": "multinode", "MultiRun": "multinode", "MultiResult": "multinode", "start_nodes": "multinode",
+    "launch_ssh": "multinode",
     "Lab": "netlab", "run_lab": "netlab", "run_fault": "netlab",
     "WorkbookError": "errors", "PortInUseError": "errors", "LaunchError": "errors",
 }

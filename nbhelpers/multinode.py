@@ -225,6 +225,8 @@ class MultiResult:
         stage = "rendezvous (torchrun)" if not res.records else "exit"
         end = res.started + res.wall_s
         began = rendezvous_began(res.torchrun_log)
+        logged = last_error_logged(res.torchrun_log)
+        end = logged if logged and began and began <= logged <= end else end
         return (end - self.started, stage, error_line(res.torchrun_log) or res.status,
                 end - began if began and began <= end else None)
 
@@ -337,7 +339,7 @@ class MultiResult:
         return head + "</p>" + self.per_node().to_html()
 
 
-TRACEBACK_NOISE = re.compile(r"^\s*(File \"|[\^~ ]+$|Traceback|frame #|return |raise |\w+ = )")
+TRACEBACK_NOISE = re.compile(r"^(\s+\S|[\^~ ]+$|Traceback|frame #|Exception raised from|<omitting)")
 INFO_PREFIX = re.compile(r"^[IWE]\d{4} [\d:.]+ \d+ \S+/site-packages/(\S+)\] ")
 
 
@@ -347,11 +349,20 @@ def _readable(text: str) -> list[str]:
 
 
 RDZV_BEGIN = re.compile(r"^I(\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2}\.\d+) .*(Rendezvous'ing worker group|Starting elastic_operator)")
+ERROR_LOGGED = re.compile(r"^\[?E(\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2}\.\d+) ")
 
 
 def rendezvous_began(log: str) -> float | None:
     """When torchrun (LOGLEVEL=INFO) began its last rendezvous, as a timestamp (its log is in local time)."""
-    found = [m for m in map(RDZV_BEGIN.match, log.splitlines()) if m]
+    return _glog_time([m for m in map(RDZV_BEGIN.match, log.splitlines()) if m])
+
+
+def last_error_logged(log: str) -> float | None:
+    """When torchrun's C++ side last logged an error (``[E1122 12:40:41.948 socket.cpp:1028] ...``)."""
+    return _glog_time([m for m in map(ERROR_LOGGED.match, log.splitlines()) if m])
+
+
+def _glog_time(found: list) -> float | None:
     if not found:
         return None
     mo, d, h, mi, sec = found[-1].groups()[:5]
@@ -376,6 +387,29 @@ def error_line(log: str) -> str:
                 ("Error" in ln or "Exception" in ln) and "ChildFailedError" not in ln:
             return ln[:300]
     return _last_error_line(log)
+
+
+def ssh_prefix(host: str, env: dict | None = None) -> list[str]:
+    """Run a node's torchrun on ``host`` over ssh, with ``env`` set there (ssh does not forward it).
+
+    The launcher's command names this kernel's python, the package and the log directory by
+    their paths: the hosts must share them (a shared filesystem, the same venv path), which is
+    also how the logs of every node come back here.
+    """
+    from .launcher import PACKAGE_ROOT
+
+    env = {"PYTHONPATH": str(PACKAGE_ROOT.parent), "PYTHONUNBUFFERED": "1", **(env or {})}
+    return ["ssh", "-tt", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", host, "env",
+            *(shlex.quote(f"{k}={v}") for k, v in env.items())]
+
+
+def launch_ssh(plan: Plan, hosts: Sequence[str], *, env: dict | None = None, timeout: float = 300.0,
+               live: bool | None = None) -> "MultiResult":
+    """Start node i on ``hosts[i]`` over ssh (host 0 hosts the store), wait, read every node's logs."""
+    if len(hosts) != plan.nnodes:
+        raise ValueError(f"{plan.nnodes} nodes need {plan.nnodes} hosts, got {len(hosts)}")
+    prefixes = [ssh_prefix(h, {**plan.env, **(env or {})}) for h in hosts]
+    return start_nodes(plan, prefixes, timeout=timeout, name="ssh").wait(live=live)
 
 
 def start_nodes(plan: Plan, prefixes: Sequence[Sequence[str]], *, local_addrs: Sequence[str | None] | None = None,

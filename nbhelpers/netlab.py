@@ -262,6 +262,26 @@ class Lab:
         for node in (0, 1):
             self.exec(node, "tc", "qdisc", "del", "dev", IFNAMES[node], "root", check=False)
 
+    def measure(self, mb: float = 4.0, port: int = 29600) -> dict:
+        """TCP latency and throughput from node 1 to node 0 with netcheck's bounded server and client."""
+        import json
+        import sys
+
+        server = subprocess.Popen([*self.prefix(0), sys.executable, "-m", "nbhelpers.netcheck", "serve", "--port",
+                                   str(port), "--seconds", "20"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL, env=_env())
+        try:
+            server.stdout.readline()
+            out = subprocess.run([*self.prefix(1), sys.executable, "-m", "nbhelpers.netcheck", "measure", "--host",
+                                  ADDRS[0], "--port", str(port), "--mb", str(mb)], capture_output=True, text=True,
+                                 timeout=30, env=_env(), stdin=subprocess.DEVNULL)
+            if out.returncode != 0:
+                raise LabError(f"netcheck measure failed: {out.stderr.strip()[-400:]}")
+            return json.loads(out.stdout)
+        finally:
+            server.kill()
+            server.wait()
+
     def state(self) -> dict:
         """What exists inside the lab now: interfaces, firewall rules, qdiscs (for the notebook)."""
         out = {}
@@ -428,3 +448,18 @@ def run_lab(faults=tuple(FAULTS), parallel: int = 3, **kw):
     table = pd.DataFrame([s.row for s in scenarios.values()]).set_index("fault")
     table.attrs["scenarios"] = scenarios
     return table
+
+
+def results_markdown(table) -> str:
+    """The lab's results table as Markdown rows (for the notebook's closing note and reports)."""
+    def cell(v) -> str:
+        return "" if v is None or v != v else str(v).replace("|", "/")
+
+    out = []
+    for fault, r in table.iterrows():
+        after = "" if r["failed after s"] != r["failed after s"] or r["failed after s"] is None else f"{r['failed after s']:.1f} s"
+        bw = r["largest all_reduce MB/s"]
+        err = r["error"] or (f"none; largest all_reduce {bw:.1f} MB/s" if bw == bw and bw is not None else "none")
+        out.append(f"| {fault} | {after or '-'} | {cell(r['failed first']) or '-'} | {cell(err)} | "
+                   f"{cell(r['other node']) or '-'} | {cell(r['category']) or '-'} |")
+    return "\n".join(out)

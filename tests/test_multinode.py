@@ -35,6 +35,14 @@ def test_ssh_argv_without_connecting():
     assert argv[1][-2] == "b" and argv[1][-1].startswith("cd '/work dir' && ") and "--node-rank 1" in argv[1][-1]
 
 
+def test_ssh_prefix_sets_the_environment_remotely():
+    from nbhelpers.multinode import ssh_prefix
+
+    argv = ssh_prefix("node-b", {"GLOO_SOCKET_IFNAME": "eth 0"})
+    assert argv[:2] == ["ssh", "-tt"] and argv[argv.index("node-b") + 1] == "env"
+    assert "'GLOO_SOCKET_IFNAME=eth 0'" in argv and any(a.startswith("PYTHONPATH=") for a in argv)
+
+
 def test_error_line_and_rendezvous_clock():
     log = ("I1122 12:39:19.354000 10127 /x/site-packages/torch/distributed/elastic/agent/server/api.py:707] "
            "[default] Rendezvous'ing worker group\nTraceback (most recent call last):\n  File \"x\"\n"
