@@ -437,13 +437,20 @@ def run_lab(faults=tuple(FAULTS), parallel: int = 3, **kw):
 
     scenarios = {}
     t0 = time.monotonic()
-    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+    pool = ThreadPoolExecutor(max_workers=max(1, parallel))
+    try:
         futures = {pool.submit(run_fault, f, **kw): f for f in faults}
         for fut in as_completed(futures):
             s = fut.result()
             scenarios[s.fault] = s
             print(f"[{time.monotonic() - t0:5.1f}s] {s.fault}: {s.result.status}, classified {s.result.category}",
                   file=sys.stderr, flush=True)
+    except BaseException:  # an interrupt or a failed lab: stop the others now, not when their timeouts strike
+        pool.shutdown(wait=False, cancel_futures=True)
+        close_all()
+        raise
+    finally:
+        pool.shutdown(wait=True)
     scenarios = {f: scenarios[f] for f in faults}
     table = pd.DataFrame([s.row for s in scenarios.values()]).set_index("fault")
     table.attrs["scenarios"] = scenarios

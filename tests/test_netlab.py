@@ -90,3 +90,22 @@ def test_faults_end_in_their_real_error_classified(runs_dir, clean):
     assert "Unable to find address for: eth9" in table.loc["ifname-missing", "error"]
     assert "Gloo interface" in table.loc["ifname-missing", "checks flag"]
     assert time.monotonic() - t0 < 120
+
+
+@needs_root
+def test_interrupting_the_lab_runs_stops_them_and_leaves_nothing(clean):
+    code = ("import sys; from nbhelpers import netlab\n"
+            "try:\n    netlab.run_lab(['ifname-lo', 'port-drop'], parallel=2)\n"
+            "except KeyboardInterrupt:\n    print('interrupted', netlab.namespaces(), flush=True)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                         env=dict(os.environ, PYTHONPATH=os.getcwd()))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not [n for n in leftovers() if f"-{p.pid}-" in n]:
+        time.sleep(0.2)
+    time.sleep(3)  # the worlds are starting inside the namespaces
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=60)
+    assert "interrupted []" in out
+    assert time.monotonic() - t0 < 30
+    assert not [n for n in leftovers() if f"-{p.pid}-" in n]
