@@ -414,7 +414,7 @@ def run_fault(fault: str, *, timeout: float = 3.0, join_timeout: int = 10, read_
         envs = fault_env(lab, fault)
         checks = check_from(lab, 1, envs[1])
         plan = Plan(nnodes=2, nproc_per_node=1, master_addr=ADDRS[0], port=PORT, target="staged",
-                    args=["--timeout", str(timeout), "--sizes", sizes, "--iters", iters],
+                    args=["--backend", "gloo", "--timeout", str(timeout), "--sizes", sizes, "--iters", iters],
                     join_timeout=join_timeout, read_timeout=read_timeout)
         mr = start_nodes(plan, [lab.prefix(0), lab.prefix(1)], local_addrs=list(ADDRS), envs=envs,
                          timeout=run_timeout, name=f"lab-{fault}")

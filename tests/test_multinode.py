@@ -21,6 +21,22 @@ def test_every_node_gets_the_same_world_but_only_the_master_hosts_the_store():
         cmds[1].replace("--node-rank 1", "").replace("is_host=0", "")
 
 
+def test_a_node_run_carries_the_shared_rendezvous_and_its_prefix(tmp_path):
+    from nbhelpers import Run
+
+    run = Run("staged", ["--timeout", "3"], nproc=2, nnodes=2, node_rank=1, rdzv_endpoint="10.77.0.1:29500",
+              rdzv_id="job", rdzv_conf={"is_host": 0}, local_addr="10.77.0.2", prefix=["ip", "netns", "exec", "x"],
+              log_dir=tmp_path)
+    cmd = run.command
+    assert cmd[:4] == ["ip", "netns", "exec", "x"] and cmd[cmd.index("--nnodes") + 1] == "2"
+    assert cmd[cmd.index("--rdzv-endpoint") + 1] == "10.77.0.1:29500" and cmd[cmd.index("--rdzv-id") + 1] == "job"
+    assert cmd[cmd.index("--local-addr") + 1] == "10.77.0.2" and "is_host=0" in cmd
+    assert list(run.tails) == [0, 1, 2, 3] and run.local_ranks() == []  # which global ranks it gets: the rendezvous says
+    single = Run("probe", nproc=2, log_dir=tmp_path)
+    assert "--node-rank" not in single.command and "--local-addr" not in single.command
+    assert single.command[single.command.index("--nnodes") + 1] == "1"
+
+
 def test_slurm_script_expands_the_node_rank_per_node():
     text = Plan(nnodes=2, port=29511, rdzv_id="j").slurm_script()
     assert "#SBATCH --nodes=2" in text and "scontrol show hostnames" in text
@@ -53,7 +69,7 @@ def test_error_line_and_rendezvous_clock():
 
 def test_two_nodes_on_loopback_pass_the_staged_test(runs_dir):
     plan = Plan(nnodes=2, master_addr="127.0.0.1", port=free_port(), join_timeout=30,
-                args=["--timeout", "10", "--sizes", "4K,256K", "--iters", "1,2"])
+                args=["--backend", "gloo", "--timeout", "10", "--sizes", "4K,256K", "--iters", "1,2"])
     res = start_nodes(plan, [[], []], timeout=90, name="loop").wait(live=False)
     assert res.ok, res.per_node()
     assert sorted(r for n in res.nodes for r in n.logs) == [0, 1]  # each node ran one global rank
