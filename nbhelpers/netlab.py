@@ -19,11 +19,13 @@ injected here, only a bandwidth cap (``tbf``).  :func:`netem_available` checks i
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -264,9 +266,6 @@ class Lab:
 
     def measure(self, mb: float = 4.0, port: int = 29600) -> dict:
         """TCP latency and throughput from node 1 to node 0 with netcheck's bounded server and client."""
-        import json
-        import sys
-
         server = subprocess.Popen([*self.prefix(0), sys.executable, "-m", "nbhelpers.netcheck", "serve", "--port",
                                    str(port), "--seconds", "20"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                   stdin=subprocess.DEVNULL, env=_env())
@@ -365,19 +364,14 @@ def fault_env(lab: "Lab", fault: str) -> list[dict]:
 
 def check_from(lab: "Lab", node: int, env: dict, timeout: float = 1.5) -> list[dict]:
     """netcheck's checks towards node 0's rendezvous port, run inside ``node`` while a listener holds it."""
-    import json
-    import sys
-
     server = subprocess.Popen([*lab.prefix(0), sys.executable, "-m", "nbhelpers.netcheck", "serve", "--port",
                                str(PORT), "--seconds", "15"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               stdin=subprocess.DEVNULL, env=_env())
     try:
         server.stdout.readline()  # "serving on ..." once it listens
-        full = {**_env(), **env}
-        full.pop("GLOO_SOCKET_IFNAME", None) if "GLOO_SOCKET_IFNAME" not in env else None
         out = subprocess.run([*lab.prefix(node), sys.executable, "-m", "nbhelpers.netcheck", "check", "--master",
                               ADDRS[0], "--port", str(PORT), "--timeout", str(timeout)], capture_output=True,
-                             text=True, timeout=30, env=full, stdin=subprocess.DEVNULL)
+                             text=True, timeout=30, env={**_env(), **env}, stdin=subprocess.DEVNULL)
         if out.returncode != 0:
             raise LabError(f"netcheck inside {lab.nodes[node]} failed: {out.stderr.strip()[-400:]}")
         return json.loads(out.stdout)
@@ -430,7 +424,6 @@ def run_lab(faults=tuple(FAULTS), parallel: int = 3, **kw):
     Labs are independent (each has its own two namespaces), so several run at once; the
     scenarios are in ``table.attrs['scenarios']``.  Progress: one line per finished fault.
     """
-    import sys
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
     import pandas as pd
