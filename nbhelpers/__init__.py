@@ -18,6 +18,11 @@ _EXPORTS = {
     "paste_box": "doctor", "show_findings": "doctor", "findings_frame": "doctor",
     "supervise": "supervise",
     "lint_env": "lint", "lint_frame": ("lint", "findings_frame"), "env_catalog": ("envcatalog", "to_frame"),
+    "check_path": "netcheck", "check_frame": "netcheck", "probe_port": "netcheck", "scan_ports": "netcheck",
+    "route_to": "netcheck", "would_pick": "netcheck", "measure": "netcheck",
+    "Plan": "multinode", "MultiRun": "multinode", "MultiResult": "multinode", "start_nodes": "multinode",
+    "launch_ssh": "multinode",
+    "Lab": "netlab", "run_lab": "netlab", "run_fault": "netlab",
     "WorkbookError": "errors", "PortInUseError": "errors", "LaunchError": "errors",
 }
 

@@ -25,7 +25,8 @@ def in_kernel() -> bool:
 
 def _rank_rows(run) -> list[dict]:
     rows = []
-    for r, tail in run.tails.items():
+    for r in run.local_ranks():
+        tail = run.tails[r]
         ev = tail.events[-1] if tail.events else None
         last = tail.lines[-1] if tail.lines else ""
         rows.append({"rank": r, "stage": ev["stage"] if ev else "starting",

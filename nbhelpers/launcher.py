@@ -103,6 +103,7 @@ class RunResult:
     stop_reason: str | None = None
     cleanup: dict = field(default_factory=dict)
     culprit_named_s: float | None = None  # seconds from launch until the launcher first named the culprit
+    rank_ids: list[int] | None = None     # the global ranks this node ran (multi-node); default range(nproc)
 
     @property
     def ok(self) -> bool:
@@ -140,7 +141,7 @@ class RunResult:
         import pandas as pd
 
         rows = []
-        for r in range(self.nproc):
+        for r in self.rank_ids if self.rank_ids is not None else range(self.nproc):
             rec = self.records.get(r, {})
             evs = [e for e in self.events if e.get("rank") == r]
             rows.append({"rank": r, "pid": rec.get("pid"), "exit": rec.get("returncode"),
@@ -176,11 +177,25 @@ class RunResult:
 
 
 class Run:
-    """One torchrun world of ``nproc`` ranks running ``target`` (a worker name, module or script)."""
+    """One torchrun world of ``nproc`` ranks running ``target`` (a worker name, module or script).
+
+    Multi-node: ``nnodes``/``node_rank`` with the shared ``rdzv_endpoint`` ("host:port", the store
+    is hosted where ``rdzv_conf`` says ``is_host=1`` or torchrun finds the host is itself) and
+    ``rdzv_id``; ``local_addr`` is the address this node announces; ``prefix`` runs torchrun under
+    another command (``ip netns exec NS``, ``ssh HOST``).  Such a Run is this node's part only:
+    its ranks are whichever global ranks the rendezvous gives it (:mod:`nbhelpers.multinode`).
+    """
 
     def __init__(self, target: str, args: Sequence[str] = (), *, nproc: int = 2, timeout: float = 120.0,
                  env: dict | None = None, port: int | None = None, host: str = "127.0.0.1",
-                 name: str | None = None, log_dir: str | os.PathLike | None = None, grace: float = 8.0):
+                 name: str | None = None, log_dir: str | os.PathLike | None = None, grace: float = 8.0,
+                 nnodes: int = 1, node_rank: int = 0, rdzv_endpoint: str | None = None, rdzv_id: str | None = None,
+                 rdzv_conf: dict | None = None, local_addr: str | None = None, prefix: Sequence[str] = ()):
+        self.nnodes, self.node_rank, self.rdzv_endpoint = nnodes, node_rank, rdzv_endpoint
+        self.rdzv_conf, self.local_addr, self.prefix = dict(rdzv_conf or {}), local_addr, list(prefix)
+        if rdzv_endpoint is not None:
+            host, _, p = rdzv_endpoint.rpartition(":")
+            port = int(p)
         self.target, self.args, self.nproc = target, list(args), nproc
         self.timeout, self.grace, self.host = timeout, grace, host
         self.env = {k: str(v) for k, v in (env or {}).items()}
@@ -188,13 +203,15 @@ class Run:
         self.name = name or Path(target).stem
         stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
         self.run_id = f"{stamp}-{self.name}-{uuid.uuid4().hex[:6]}"
+        self.rdzv_id = rdzv_id or self.run_id
         self.log_dir = Path(log_dir) if log_dir else runs_dir() / self.run_id
         self.proc: subprocess.Popen | None = None
         self.root: psutil.Process | None = None
         self.started = self.ended = None
+        self.exited: float | None = None  # when torchrun was first seen gone (before the result is collected)
         self.stop_reason: str | None = None
         self.stop_time: float | None = None
-        self.tails = {r: LogTail(self.log_dir / f"rank{r}.log") for r in range(nproc)}
+        self.tails = {r: LogTail(self.log_dir / f"rank{r}.log") for r in range(nproc * nnodes)}
         self._seen: dict[int, psutil.Process] = {}
         self.result: RunResult | None = None
         self.early_verdict: Verdict | None = None
@@ -202,9 +219,12 @@ class Run:
 
     @property
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(self.nproc),
-                "--rdzv-backend", "c10d", "--rdzv-endpoint", f"{self.host}:{self.port}", "--rdzv-id", self.run_id,
-                "--max-restarts", "0", "--monitor-interval", "0.1",
+        nodes = ["--nnodes", str(self.nnodes)]  # c10d ignores --node-rank: the rendezvous assigns node ranks
+        extra = (["--rdzv-conf", ",".join(f"{k}={v}" for k, v in self.rdzv_conf.items())] if self.rdzv_conf else []) + \
+            (["--local-addr", self.local_addr] if self.local_addr else [])
+        return [*self.prefix, sys.executable, "-m", "torch.distributed.run", *nodes, "--nproc-per-node", str(self.nproc),
+                "--rdzv-backend", "c10d", "--rdzv-endpoint", f"{self.host}:{self.port}", "--rdzv-id", self.rdzv_id,
+                *extra, "--max-restarts", "0", "--monitor-interval", "0.1",
                 "-m", "nbhelpers.rankshim", "--log-dir", str(self.log_dir), "--",
                 *python_args(self.target, self.args)]
 
@@ -221,7 +241,8 @@ class Run:
     def start(self) -> "Run":
         if self.port is None:
             self.port = free_port(self.host)
-        check_port(self.port, self.host)
+        if self.rdzv_endpoint is None:  # a store this Run hosts on this machine: check its port first
+            check_port(self.port, self.host)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ, **self.env)
         env.setdefault("OMP_NUM_THREADS", "1")
@@ -250,11 +271,14 @@ class Run:
         if self.root is not None:
             for p in procs.snapshot(self.root):
                 self._seen.setdefault(p.pid, p)
-        return self.proc is not None and self.proc.poll() is None
+        running = self.proc is not None and self.proc.poll() is None
+        if self.proc is not None and not running and self.exited is None:
+            self.exited = time.time()
+        return running
 
     def records(self) -> dict[int, dict]:
         out = {}
-        for r in range(self.nproc):
+        for r in self.tails:
             path = self.log_dir / f"rank{r}.json"
             try:
                 out[r] = json.loads(path.read_text())
@@ -262,9 +286,15 @@ class Run:
                 pass
         return out
 
+    def local_ranks(self) -> list[int]:
+        """The global ranks this node runs: all of them on one node, those that left a log on several."""
+        if self.nnodes == 1:
+            return list(self.tails)
+        return [r for r, t in self.tails.items() if t.offset or t.path.exists()]
+
     def views(self, records: dict[int, dict], stacks: dict[int, str] | None = None) -> list[RankView]:
-        return [RankView(r, t.events, records.get(r, {}), t.text, (stacks or {}).get(r, ""))
-                for r, t in self.tails.items()]
+        return [RankView(r, self.tails[r].events, records.get(r, {}), self.tails[r].text, (stacks or {}).get(r, ""))
+                for r in self.local_ranks()]
 
     def _early_verdict(self) -> None:
         """Name the culprit as soon as a rank fails, while torchrun is still tearing the world down."""
@@ -310,6 +340,11 @@ class Run:
         view.finish(self.result)
         return self.result
 
+    def finish(self, cleanup: dict | None = None) -> RunResult:
+        """Collect the result once torchrun has ended (or been stopped); ``wait`` calls it."""
+        self.result = self._finish(cleanup or {})
+        return self.result
+
     def _finish(self, cleanup: dict) -> RunResult:
         self.proc.wait()
         leftovers = procs.alive(list(self._seen.values()))
@@ -319,20 +354,21 @@ class Run:
             psutil.wait_procs(leftovers, timeout=3)
             cleanup["orphans_killed"] = len(leftovers)
         procs.unregister(self.proc.pid)
-        self.ended = time.time()
+        self.ended = self.exited if self.nnodes > 1 and self.exited else time.time()
         self.poll()
         records = self.records()
-        stacks = {r: p.read_text() for r in range(self.nproc)
-                  if (p := self.log_dir / f"rank{r}.stack.txt").exists()}
+        stacks = {r: p.read_text() for r in self.tails if (p := self.log_dir / f"rank{r}.stack.txt").exists()}
         torchrun_log = (self.log_dir / "torchrun.log").read_text(errors="replace")
-        if not records and self.stop_reason is None and self.proc.returncode != 0:
+        if not records and self.stop_reason is None and self.proc.returncode != 0 and self.nnodes == 1:
             raise LaunchError(f"torchrun exited with code {self.proc.returncode} before starting any rank",
                               "\n".join(torchrun_log.splitlines()[-25:]))
         events = sorted((e for t in self.tails.values() for e in t.events), key=lambda e: e["t"])
-        logs = {r: t.text for r, t in self.tails.items()}
+        mine = self.local_ranks()
+        logs = {r: self.tails[r].text for r in mine}
         if self.stop_reason:
             status = self.stop_reason
-        elif self.proc.returncode == 0 and all(records.get(r, {}).get("returncode") == 0 for r in range(self.nproc)):
+        elif self.proc.returncode == 0 and len(mine) == self.nproc and \
+                all(records.get(r, {}).get("returncode") == 0 for r in mine):
             status = "ok"
         else:
             status = "failed"
@@ -341,7 +377,8 @@ class Run:
                    else self.ended - self.started)
         return RunResult(self.name, status, self.nproc, self.ended - self.started, self.log_dir, self.command,
                          records, events, logs, stacks, torchrun_log, verdict, self.started, self.stop_reason,
-                         cleanup, None if verdict.culprit is None else named_s)
+                         cleanup, None if verdict.culprit is None else named_s,
+                         None if self.nnodes == 1 else mine)
 
 
 def _is_shim(p: psutil.Process) -> bool:

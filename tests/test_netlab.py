@@ -1,0 +1,111 @@
+"""The two-host lab, for real (root): namespaces, veth, nft rules, tbf, and that nothing is left behind."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import is_root
+from nbhelpers import netlab
+
+pytestmark = pytest.mark.root
+needs_root = pytest.mark.skipif(not is_root(), reason="network namespaces need root")
+
+
+def leftovers() -> list[str]:
+    return netlab.namespaces()
+
+
+@pytest.fixture
+def clean():
+    netlab.cleanup_stale()
+    before = set(leftovers())
+    yield
+    assert set(leftovers()) <= before, "the lab left namespaces behind"
+
+
+def test_without_root_the_lab_says_why(monkeypatch):
+    monkeypatch.setattr(netlab, "is_root", lambda: False)
+    assert "needs root" in netlab.why_not()
+    with pytest.raises(netlab.LabError, match="root"):
+        netlab.Lab()
+
+
+@needs_root
+def test_lab_builds_rules_and_caps_then_removes_everything(clean):
+    with netlab.Lab() as lab:
+        assert set(lab.nodes) <= set(leftovers())
+        assert "veth-a" not in subprocess.run(["ip", "link"], capture_output=True, text=True).stdout  # not in the host
+        rule = lab.block_port(29500, "reject")
+        assert "29500" in rule and "reject" in rule
+        lab.cap_bandwidth("50mbit")
+        st = lab.state()
+        assert "tbf" in st[lab.a]["qdisc"] and "29500" in st[lab.a]["firewall"]
+        assert "10.77.0.2/24" in st[lab.b]["addresses"]
+        sleeper = subprocess.Popen([*lab.prefix(1), "sleep", "300"])
+    assert not set(lab.nodes) & set(leftovers())
+    assert sleeper.wait(timeout=5) == -signal.SIGTERM  # processes inside were stopped with the namespace
+
+
+@needs_root
+def test_stale_namespaces_of_dead_owners_are_removed(clean):
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    name = f"{netlab.PREFIX}{dead.pid}-abcdef-a"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    assert name in netlab.cleanup_stale()
+    assert name not in leftovers()
+
+
+@needs_root
+def test_an_interrupted_lab_cleans_up(clean):
+    code = ("import time; from nbhelpers.netlab import Lab\n"
+            "with Lab() as lab:\n    print(lab.a, flush=True)\n    time.sleep(60)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                         env=dict(os.environ, PYTHONPATH=os.getcwd()))
+    ns = p.stdout.readline().strip()
+    assert ns in leftovers()
+    p.send_signal(signal.SIGINT)
+    p.wait(timeout=20)
+    assert ns not in leftovers()
+
+
+@needs_root
+def test_netem_is_missing_on_this_kernel_and_the_check_is_real(clean):
+    assert netlab.netem_available() in (True, False)  # answers either way, leaving nothing behind
+
+
+@needs_root
+@pytest.mark.skipif(netlab.firewall_tool() is None, reason="nftables/iptables not installed (.ci/run installs it)")
+def test_faults_end_in_their_real_error_classified(runs_dir, clean):
+    t0 = time.monotonic()
+    table = netlab.run_lab(["port-drop", "ifname-missing"], parallel=2)
+    for fault, row in table.iterrows():
+        assert row["status"] == "failed", (fault, row.to_dict())
+        assert row["classified right"], (fault, row["category"], row["error"])
+    assert "RendezvousConnectionError" in table.loc["port-drop", "error"]
+    assert "rendezvous port" in table.loc["port-drop", "checks flag"]  # netcheck saw the drop as a timeout
+    assert "Unable to find address for: eth9" in table.loc["ifname-missing", "error"]
+    assert "Gloo interface" in table.loc["ifname-missing", "checks flag"]
+    assert time.monotonic() - t0 < 120
+
+
+@needs_root
+def test_interrupting_the_lab_runs_stops_them_and_leaves_nothing(clean):
+    code = ("import sys; from nbhelpers import netlab\n"
+            "try:\n    netlab.run_lab(['ifname-lo', 'port-drop'], parallel=2)\n"
+            "except KeyboardInterrupt:\n    print('interrupted', netlab.namespaces(), flush=True)\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                         env=dict(os.environ, PYTHONPATH=os.getcwd()))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not [n for n in leftovers() if f"-{p.pid}-" in n]:
+        time.sleep(0.2)
+    time.sleep(3)  # the worlds are starting inside the namespaces
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=60)
+    assert "interrupted []" in out
+    assert time.monotonic() - t0 < 30
+    assert not [n for n in leftovers() if f"-{p.pid}-" in n]
