@@ -65,8 +65,17 @@ def test_fault_on_rank_zero_names_rank_zero(runs_dir):
 
 
 def test_whole_run_timeout_stops_every_rank_and_keeps_their_stacks(runs_dir):
-    # a collective timeout far beyond the run timeout: only the launcher can end this run
-    res = probe(2, timeout=120, size_mb=1, fault="stall", stall=300, run_timeout=8, live=False)
+    # a collective timeout far beyond the run timeout: only the launcher can end this run.  The run
+    # timeout is set once rank 0 waits in the collective, so a slow start on a loaded machine cannot
+    # end the run before the stall.
+    run = Run("probe", ["--timeout", "120", "--size-mb", "1", "--fault", "stall", "--stall", "300"], nproc=2,
+              timeout=120).start()
+    waiting = lambda: any(e["stage"] == "large_allreduce" for e in run.tails[0].events)  # noqa: E731
+    while run.poll() and not waiting() and run.elapsed < 90:
+        time.sleep(0.1)
+    assert waiting(), run.tails[0].text
+    run.timeout = run.elapsed + 2
+    res = run.wait(live=False)
     assert res.status == "timeout"
     assert res.culprit == 1 and res.verdict.kind == "late"
     assert "all_reduce" in res.stack(0) and "inject" in res.stack(1)
@@ -98,7 +107,7 @@ KERNEL = textwrap.dedent("""
     import sys, time
     from nbhelpers import Run
     run = Run("probe", ["--timeout", "120", "--fault", "stall", "--stall", "300"], nproc=2, timeout=300).start()
-    while not list(run.log_dir.glob("rank*.json")):
+    while len(list(run.log_dir.glob("rank*.json"))) < 2:  # both shims have started their rank
         time.sleep(0.1)
     print("started", flush=True)
     time.sleep(float(sys.argv[1]))   # 0: a clean exit (atexit); long: wait to be SIGKILLed
