@@ -228,3 +228,15 @@ def sigkill_test(kills: int = 20, size_mb: float = 8.0, mode: str = "safe", keep
         "temp_left_after_load": int(df["temp files after load"].sum()),
     }
     return df
+
+
+# --- seed 003's second failure: a collective inside rank-0-only loading code ---------------------------
+
+def rank0_collective(timeout: float = 3.0, fixed: bool = False, *, nproc: int = 2, live: bool | None = None,
+                     **kw) -> RunResult:
+    """Rank 0 loads the checkpoint and calls ``dist.broadcast`` inside ``if rank == 0:``; the others go on to
+    the next all_reduce.  Both wait until the process group ``timeout``; the verdict names rank 0.
+    ``fixed=True``: the broadcast is called by every rank and the run passes."""
+    args = ["--timeout", str(timeout)] + (["--fixed"] if fixed else [])
+    return launch("ckpt_deadlock", args, nproc=nproc, timeout=max(45.0, 4 * timeout + 30), live=live,
+                  name="rank0-collective" + ("-fixed" if fixed else ""), **kw)

@@ -160,6 +160,9 @@ RULES: list[Rule] = [
     R("checkpoint_corrupt", "_open_zipfile_reader", weight=3),
     R("checkpoint_corrupt", "pytorchfilereader", weight=3),
     R("checkpoint_corrupt", "ran out of input", r"eoferror", 4),
+    # torch.load of an empty or just-created file: a bare "EOFError" ends the traceback (notebook 04)
+    R("checkpoint_corrupt", "eoferror", r"^\W*(\[rank\d+\]:\s*)?eoferror\s*$", 3),
+    R("checkpoint_corrupt", "not a zip archive", r"pytorchstreamreader|zip archive", 6),
     # DataLoader shared memory
     R("dataloader_shm", "out of shared memory", weight=8),
     R("dataloader_shm", "insufficient shared memory", weight=8),
@@ -183,7 +186,7 @@ RULES: list[Rule] = [
     R("worker_killed", "is killed by signal: killed", weight=7),
     R("worker_killed", "remote worker crashing", weight=3),
     R("worker_killed", "connection closed by peer", r"gloo|pair\.cc", 2.5),
-    R("worker_killed", "exitcode", r"exitcode\s*:?\s*-?(?!0\b|-15\b|1\b)\d+", 1.5),
+    R("worker_killed", "exitcode", r"exitcode\s*:?\s*(?!-?0\b|-15\b|1\b)-?\d+", 1.5),  # not 0, 1 or SIGTERM (-15)
     # version mismatch
     R("version_mismatch", "undefined symbol", r"undefined symbol: *nccl|undefined symbol", 7),
     R("version_mismatch", "no kernel image is available", weight=8),

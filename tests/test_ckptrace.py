@@ -1,0 +1,41 @@
+"""The checkpoint race and seed 003's rank-0-only collective, reproduced by real torchrun worlds."""
+from nbhelpers import ckptrace
+from nbhelpers.classify import classify
+
+
+def test_racy_fails_and_every_fix_holds_in_the_same_run(runs_dir):
+    res = ckptrace.race(size_mb=40, trials=4)
+    assert res.ok, res.verdict
+    table = ckptrace.variant_table(res)
+    assert table.loc["racy", "failures"] >= 3, table  # torn reads in (nearly) every trial
+    fixes = table.drop(index="racy")
+    assert (fixes["failures"] == 0).all(), table
+    assert set(fixes.index) == set(ckptrace.VARIANTS) - {"racy"}
+    errors = ckptrace.error_table(res)
+    assert not errors.empty and (errors["variants"] == "racy").all(), errors
+    assert (errors["classified as"] == "checkpoint_corrupt").all(), errors
+    fig = ckptrace.race_timeline(res, trial=0)
+    names = {t.name for t in fig.data}
+    assert {"write (rank 0)", "read failed", "read ok"} <= names
+    assert not any((res.log_dir / "ckpt-race").glob("*")), "checkpoint files left behind"
+
+
+def test_rank0_only_collective_names_rank0(runs_dir):
+    res = ckptrace.rank0_collective(timeout=3)
+    assert res.status == "failed"
+    assert res.culprit == 0 and res.verdict.kind == "unmatched", res.verdict
+    assert res.category == "collective_timeout", res.findings
+    assert any("Timed out waiting 3000ms" in (e.get("error") or "") for e in res.events)
+
+
+def test_fixed_broadcast_passes(runs_dir):
+    res = ckptrace.rank0_collective(timeout=3, fixed=True)
+    assert res.ok, res.verdict
+
+
+def test_the_classifier_knows_the_torn_read_messages():
+    for text in ["Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n    raise EOFError\nEOFError",
+                 "RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central directory",
+                 "RuntimeError: PytorchStreamReader failed reading zip archive: not a ZIP archive",
+                 "[rank1]: OSError: [Errno 22] Invalid argument\n  super().__init__(torch._C.PyTorchFileReader(name))"]:
+        assert classify(text)[0].category == "checkpoint_corrupt", text
