@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import socket
 import struct
 import time
@@ -166,6 +167,40 @@ def safe_load(path: str | os.PathLike, *, sha256: str | None = None, map_locatio
         raise CheckpointError(f"torch.load({path}) failed although the file looks whole: "
                               f"{type(exc).__name__}: {str(exc)[:300]}",
                               "check the checksum against where the file came from; try an older checkpoint.") from exc
+
+
+def explain_torn(path: str | os.PathLike, *, expected_size: int | None = None, watch_s: float = 0.5) -> dict:
+    """Why a checkpoint will not load, from the file alone: still being written, cut short by a full
+    disk, truncated by a copy, or whole.  Watches the size for ``watch_s`` seconds; ``expected_size``
+    is the source's size when the file was copied or downloaded."""
+    p = Path(path)
+    if not p.exists():
+        return {"path": str(p), "verdict": "missing", "why": "no such file (not written yet?)"}
+    s1, m1 = p.stat().st_size, p.stat().st_mtime
+    time.sleep(watch_s)
+    st = p.stat()
+    disk = shutil.disk_usage(p.parent)
+    out = {"path": str(p), "size": st.st_size, "grew_while_watched": st.st_size != s1,
+           "modified_s_ago": round(time.time() - st.st_mtime, 3), "end_record": has_end_record(p),
+           "fs_free": disk.free, "fs_total": disk.total, "expected_size": expected_size}
+    if out["end_record"] and (expected_size is None or expected_size == st.st_size):
+        out.update(verdict="whole", why="the zip end record is there; if torch.load still fails, compare checksums")
+    elif st.st_size != s1:
+        out.update(verdict="being written", why="it grew while watched: a writer is still at it (a race): save "
+                   "atomically and barrier before loading")
+    elif disk.free < max(1 << 20, disk.total // 100):
+        out.update(verdict="full disk", why=f"no zip end record and its filesystem has {disk.free} bytes free: the "
+                   "save was cut short (the writer's log says `unexpected pos` or `file write failed`)")
+    elif expected_size is not None and st.st_size < expected_size:
+        out.update(verdict="truncated copy", why=f"{st.st_size} of {expected_size} bytes and not growing: copy or "
+                   "download it again (compare sizes/checksums)")
+    elif st.st_mtime != m1 or out["modified_s_ago"] < 2 * watch_s:
+        out.update(verdict="being written", why="modified just now: a writer is probably still at it (a race): save "
+                   "atomically and barrier before loading")
+    else:
+        out.update(verdict="truncated", why="no zip end record, not growing, disk not full: an interrupted copy or "
+                   "download, or a writer that died mid-save")
+    return out
 
 
 # --- temp files left by crashed writers ---------------------------------------------------------

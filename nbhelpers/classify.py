@@ -156,6 +156,7 @@ RULES: list[Rule] = [
     R("checkpoint_corrupt", "invalid load key", weight=6),
     R("checkpoint_corrupt", "is a zip archive (did you mean to use torch.jit.load", weight=6),
     R("checkpoint_corrupt", "write_record", weight=5),
+    R("checkpoint_corrupt", "unexpected pos", r"inline_container|unexpected pos \d+ vs \d+", 6),  # torch.save, disk full
     R("checkpoint_corrupt", "opened_zipfile", weight=3),
     R("checkpoint_corrupt", "_open_zipfile_reader", weight=3),
     R("checkpoint_corrupt", "pytorchfilereader", weight=3),
