@@ -15,7 +15,7 @@ SHM_LINE = re.compile(r"unable to (allocate|write to file).*shared memory.*|.*No
                       re.I)
 
 
-def shm_dataloader(shm_mb: int = 1, batch_size: int | None = 4, *, workers: int = 2, item_mb: float = 4.0,
+def shm_dataloader(shm_mb: int = 1, batch_size: int | None = 4, *, workers: int = 2, item_mb: float = 2.0,
                    loader_timeout: float = 5.0, timeout: float = 90.0) -> dict:
     """Run DataLoader workers with ``/dev/shm`` limited to ``shm_mb``; what they (and the fingerprint) say."""
     from .ckptrace import run_worker
