@@ -13,6 +13,7 @@ import functools
 import os
 import shutil
 import subprocess
+import tempfile
 
 
 @functools.lru_cache(maxsize=1)
@@ -22,12 +23,11 @@ def private_mount_unavailable() -> str | None:
         return "needs root (mounting a tmpfs needs CAP_SYS_ADMIN); run the workbook as root or in a VM"
     if shutil.which("unshare") is None:
         return "the `unshare` command (util-linux) is not installed"
-    try:
-        out = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
-                              "mount -t tmpfs -o size=64k tmpfs /mnt && umount /mnt"],
-                             capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"unshare failed: {exc}"
+    with tempfile.TemporaryDirectory(prefix="nbh-mnt-") as d:
+        try:
+            out = subprocess.run(tmpfs_prefix(d, "64k") + ["true"], capture_output=True, text=True, timeout=20)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"unshare failed: {exc}"
     if out.returncode != 0:
         return ("cannot mount in a private mount namespace here (a container without CAP_SYS_ADMIN?): "
                 + (out.stderr.strip() or f"exit {out.returncode}")[:200])

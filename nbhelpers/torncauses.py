@@ -86,15 +86,25 @@ def full_disk(size_mb: float = 50.0, disk_mb: int = 20, timeout: float = 90.0) -
 
 
 def race_cause(res) -> dict:
-    """The race's row, from a :func:`nbhelpers.ckptrace.race` result: its most frequent torn-read error."""
-    from collections import Counter
+    """The race's row, from a :func:`nbhelpers.ckptrace.race` result: its most frequent torn-read error, and
+    what the readers saw of the file: its size at each failed attempt (does it grow between two looks?)."""
+    from collections import Counter, defaultdict
 
-    errs = Counter(e.get("error") for e in res.events
-                   if e.get("stage") == "read" and e.get("status") == "fail" and e.get("variant") == "racy")
+    fails = [e for e in res.events if e.get("stage") == "read" and e.get("status") == "fail"
+             and e.get("variant") == "racy" and e.get("size_seen") is not None]
+    errs = Counter(e.get("error") for e in fails)
     err = errs.most_common(1)[0][0] if errs else None
+    sizes = defaultdict(list)
+    for e in fails:
+        sizes[(e["trial"], e["rank"])].append(e["size_seen"])
+    grew = [s for s in sizes.values() if len(set(s)) > 1]
+    looked_twice = [s for s in sizes.values() if len(s) > 1]
+    verdict = "being written" if grew else "not seen growing"
+    why = (f"in {len(grew)} of {len(looked_twice)} reader-trials with two or more failed looks, the size grew between "
+           f"looks (e.g. {grew[0][0]} -> {grew[0][-1]} bytes): a writer was still at it" if grew else
+           "no reader looked twice at a torn file")
     return {"cause": "race (rank 0 still writing)", "save error": None, "load error": err,
-            "category": _category(err), "verdict": "being written",
-            "why": "the file grows while the readers look: its size changes between two looks (explain_torn)"}
+            "category": _category(err), "verdict": verdict, "why": why}
 
 
 def causes_frame(rows: list[dict]):

@@ -115,6 +115,6 @@ def test_sigkill_mid_save_never_loses_the_latest(runs_dir):
 
 
 def test_plain_torch_save_does_lose_it(runs_dir):
-    df = sigkill_test(kills=10, size_mb=4, mode="plain", quiet=True)
+    df = sigkill_test(kills=6, size_mb=2, mode="plain", quiet=True)
     assert df.attrs["summary"]["unloadable"] >= 1, df
     assert not any(p.name.startswith("killtest") for p in runs_dir.iterdir()) if runs_dir.exists() else True

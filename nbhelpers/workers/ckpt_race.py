@@ -104,7 +104,7 @@ def poll_and_load(path: Path, tag: int, variant: str, trial: int, args, ready=la
     return n, False
 
 
-def receive_broadcast(dist, state_shape, tag: int):
+def receive_broadcast(dist, state_shape):
     import torch
 
     out = {}
@@ -148,7 +148,7 @@ def run_trial(dist, rank: int, variant: str, trial: int, args, base: Path, state
             attempts, first_ok = poll_and_load(path, tag, variant, trial, args)
         elif variant == "broadcast":
             r0 = time.time()
-            got = receive_broadcast(dist, shapes, tag)
+            got = receive_broadcast(dist, shapes)
             problem = check_state(got, tag)
             emit("read", "fail" if problem else "ok", variant=variant, trial=trial, attempt=1, start=r0,
                  end=time.time(), via="broadcast", **({"error_type": "ValueError", "error": problem} if problem else {}))
