@@ -81,15 +81,41 @@ def _replace_from(write, path: Path, fsync: bool) -> None:
         fsync_dir(path.parent)
 
 
+class _Hashing:
+    """A write-only file wrapper that hashes the bytes on their way (torch.save writes file objects
+    sequentially: write and flush only), so the checksum costs no second read of the file."""
+
+    def __init__(self, fh):
+        self.fh, self.hash = fh, hashlib.sha256()
+
+    def write(self, data) -> int:
+        self.hash.update(data)
+        return self.fh.write(data)
+
+    def flush(self) -> None:
+        self.fh.flush()
+
+
 def atomic_save(obj: Any, path: str | os.PathLike, *, fsync: bool = True) -> Path:
     """``torch.save`` that readers never see half-done: a temp file in the same directory, flush,
     fsync, ``os.replace`` onto ``path``, fsync of the directory.  Readers see the old file or the new
     one, never a torn one; a crash leaves at most a temp file, removed by the next save or load."""
+    return _atomic_save(obj, Path(path), fsync, False)[0]
+
+
+def _atomic_save(obj: Any, path: Path, fsync: bool, checksum: bool) -> tuple[Path, str | None]:
     import torch
 
-    path = Path(path)
-    _replace_from(lambda fh: torch.save(obj, fh), path, fsync)
-    return path
+    digest: list[str] = []
+
+    def write(fh):
+        out = _Hashing(fh) if checksum else fh
+        torch.save(obj, out)
+        if checksum:
+            digest.append(out.hash.hexdigest())
+
+    _replace_from(write, path, fsync)
+    return path, (digest[0] if digest else None)
 
 
 def atomic_write_text(text: str, path: str | os.PathLike, *, fsync: bool = True) -> Path:
@@ -299,9 +325,9 @@ class CheckpointManager:
         if any(e["step"] == step for e in old):  # re-saving a step: drop it from the manifest before its file changes
             atomic_write_text(json.dumps({"checkpoints": [e for e in old if e["step"] != step]}, indent=1),
                               self.manifest_path, fsync=self.fsync)
-        path = atomic_save(state, self.file_for(step), fsync=self.fsync)
+        path, digest = _atomic_save(state, self.file_for(step), self.fsync, self.checksum)
         entry = {"step": int(step), "file": path.name, "size": path.stat().st_size, "time": time.time(),
-                 "sha256": sha256_file(path) if self.checksum else None}
+                 "sha256": digest}
         entries = [e for e in self.entries() if e["step"] != step] + [entry]
         entries.sort(key=lambda e: e["step"])
         kept = entries[-self.keep:]
