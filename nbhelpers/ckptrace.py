@@ -146,6 +146,7 @@ def run_worker(module: str, args: Sequence[str], *, timeout: float, prefix: Sequ
     from . import procs
 
     env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
+    env["NBH_RUN_DIR"] = str(runs_dir() / f"{module}-{uuid.uuid4().hex[:6]}")  # procs.find_runs() finds strays
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_ROOT.parent), env.get("PYTHONPATH")]))
     cmd = [*prefix, sys.executable, "-m", f"nbhelpers.workers.{module}", *args]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -54,7 +54,7 @@ def test_full_disk_cuts_the_save_short(runs_dir):
 
 
 @needs_mount
-def test_tiny_dev_shm_fails_dataloader_workers_and_more_shm_fixes_it():
+def test_tiny_dev_shm_fails_dataloader_workers_and_more_shm_fixes_it(runs_dir):
     bad = shm.shm_dataloader(shm_mb=1, batch_size=4, item_mb=2, loader_timeout=5)
     assert bad["status"] == "fail" and "unable to allocate shared memory" in bad["first error line"], bad
     assert bad["classified as"] == "dataloader_shm"
@@ -64,7 +64,7 @@ def test_tiny_dev_shm_fails_dataloader_workers_and_more_shm_fixes_it():
 
 
 @needs_mount
-def test_unbatched_loader_hangs_until_its_timeout():
+def test_unbatched_loader_hangs_until_its_timeout(runs_dir):
     row = shm.shm_dataloader(shm_mb=1, batch_size=None, item_mb=2, loader_timeout=3)
     assert row["status"] == "fail" and "timed out after 3" in row["error"], row
     assert row["seconds"] >= 2.9
