@@ -210,6 +210,7 @@ RANK_PATTERNS = [re.compile(p) for p in (r"\[rank(\d+)\]", r"\[Rank (\d+)\]", r"
 NCCL_PREFIX = re.compile(r"^(?:\S+\s+)?([A-Za-z0-9_.-]+):(\d+):(\d+) \[(\d+)\]")
 NBH_PREFIX = re.compile(r"\[([A-Za-z0-9_.-]+):(\d+)\]")
 
+PEER_GONE_NEEDLES = {"connection closed by peer", "remote worker crashing"}
 OVERCOUNT = R("rendezvous_timeout", "worker_count=", None, 5)  # applied by _context, not by needle
 _BY_NEEDLE: dict[str, list[Rule]] = {}
 for _r in RULES:
@@ -430,10 +431,16 @@ def _findings(st: _State) -> list[Finding]:
     scores = {c: s for c, s in scores.items() if s > 0}
     if not scores:
         return []
-    strong_cause = any(s >= 4 and c not in CONSEQUENCE for c, s in scores.items())
+    consequences = set(CONSEQUENCE)
+    killed = st.hits.get("worker_killed", {})
+    if killed and "collective_timeout" in scores and all(r.needle in PEER_GONE_NEEDLES for r in killed):
+        # only "connection closed by peer": a rank that timed out and exited closes its peers' connections,
+        # so here the lost peer is a consequence of the timeout, not a killed rank (notebook 04)
+        consequences.add("worker_killed")
+    strong_cause = any(s >= 4 and c not in consequences for c, s in scores.items())
 
     def rank_key(c: str) -> tuple:  # a well-evidenced cause comes before every consequence, however loud
-        return (strong_cause and c in CONSEQUENCE, -scores[c], st.first_line.get(c, 0))
+        return (strong_cause and c in consequences, -scores[c], st.first_line.get(c, 0))
 
     order = sorted(scores, key=rank_key)
     top = scores[order[0]]

@@ -36,3 +36,14 @@ def test_the_classifier_knows_the_torn_read_messages():
                  "RuntimeError: PytorchStreamReader failed reading zip archive: not a ZIP archive",
                  "[rank1]: OSError: [Errno 22] Invalid argument\n  super().__init__(torch._C.PyTorchFileReader(name))"]:
         assert classify(text)[0].category == "checkpoint_corrupt", text
+
+
+def test_a_peer_lost_after_a_timeout_is_not_a_killed_rank():
+    """Seed 003's hang when rank 1 times out first: rank 0 then loses its peer; the cause is the timeout."""
+    from nbhelpers.classify import classify_logs
+
+    closed = ("[rank0]: RuntimeError: [gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:10645. "
+              "This is typically caused by a remote worker crashing. Check the logs of the remote worker.")
+    timeout = "[rank1]: RuntimeError: [unbound_buffer.cc:78] Timed out waiting 3000ms for recv operation to complete"
+    assert classify_logs({0: closed, 1: timeout})[0].category == "collective_timeout"
+    assert classify_logs({0: closed, 1: "exiting with code 3"})[0].category == "worker_killed"
