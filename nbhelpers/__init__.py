@@ -24,6 +24,12 @@ _EXPORTS = {
     "launch_ssh": "multinode",
     "Lab": "netlab", "run_lab": "netlab", "run_fault": "netlab",
     "WorkbookError": "errors", "PortInUseError": "errors", "LaunchError": "errors",
+    "race": "ckptrace", "variant_table": "ckptrace", "error_table": "ckptrace", "race_timeline": "ckptrace",
+    "trials_frame": "ckptrace", "sigkill_test": "ckptrace", "rank0_collective": "ckptrace",
+    "CheckpointManager": "checkpoint", "CheckpointError": "checkpoint", "atomic_save": "checkpoint",
+    "safe_load": "checkpoint", "has_end_record": "checkpoint", "explain_torn": "checkpoint",
+    "truncated_copy": "torncauses", "full_disk": "torncauses", "race_cause": "torncauses",
+    "causes_frame": "torncauses", "shm_dataloader": "shm", "shm_frame": "shm",
 }
 
 

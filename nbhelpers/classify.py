@@ -174,6 +174,7 @@ RULES: list[Rule] = [
     R("checkpoint_corrupt", "invalid load key", weight=6),
     R("checkpoint_corrupt", "is a zip archive (did you mean to use torch.jit.load", weight=6),
     R("checkpoint_corrupt", "write_record", weight=5),
+    R("checkpoint_corrupt", "unexpected pos", r"inline_container|unexpected pos \d+ vs \d+", 6),  # torch.save, disk full
     R("checkpoint_corrupt", "opened_zipfile", weight=3),
     R("checkpoint_corrupt", "_open_zipfile_reader", weight=3),
     R("checkpoint_corrupt", "pytorchfilereader", weight=3),
@@ -181,6 +182,9 @@ RULES: list[Rule] = [
     R("checkpoint_corrupt", "pickle data was truncated", weight=6),
     R("checkpoint_corrupt", "the file might be corrupted", weight=7),  # torch legacy load: "unexpected EOF, expected N more bytes"
     R("checkpoint_corrupt", "error while deserializing header", weight=6),  # safetensors
+    # torch.load of an empty or just-created file: a bare "EOFError" ends the traceback (notebook 04)
+    R("checkpoint_corrupt", "eoferror", r"^\W*(\[rank\d+\]:\s*)?eoferror\s*$", 3),
+    R("checkpoint_corrupt", "not a zip archive", r"pytorchstreamreader|zip archive", 6),
     # DataLoader shared memory
     R("dataloader_shm", "out of shared memory", weight=8),
     R("dataloader_shm", "insufficient shared memory", weight=8),
@@ -217,7 +221,7 @@ RULES: list[Rule] = [
     R("worker_killed", "is killed by signal: killed", weight=7),
     R("worker_killed", "remote worker crashing", weight=3),
     R("worker_killed", "connection closed by peer", r"gloo|pair\.cc", 2.5),
-    R("worker_killed", "exitcode", r"exitcode\s*:?\s*-?(?!0\b|-15\b|1\b)\d+", 1.5),
+    R("worker_killed", "exitcode", r"exitcode\s*:?\s*(?!-?0\b|-15\b|1\b)-?\d+", 1.5),  # not 0, 1 or SIGTERM (-15)
     # version mismatch
     R("version_mismatch", "undefined symbol", r"undefined symbol: *nccl|undefined symbol", 7),
     R("version_mismatch", "no kernel image is available", weight=8),
@@ -242,6 +246,7 @@ RANK_PATTERNS = [re.compile(p) for p in (r"\[rank(\d+)\]", r"\[Rank (\d+)\]", r"
 NCCL_PREFIX = re.compile(r"^(?:\S+\s+)?([A-Za-z0-9_.-]+):(\d+):(\d+) \[(\d+)\]")
 NBH_PREFIX = re.compile(r"\[([A-Za-z0-9_.-]+):(\d+)\]")
 
+PEER_GONE_NEEDLES = {"connection closed by peer", "remote worker crashing"}
 OVERCOUNT = R("rendezvous_timeout", "worker_count=", None, 5)  # applied by _context, not by needle
 # c10d logs "Waiting in store based barrier ..." every 10 s while ranks are missing: one per rank is normal while a
 # big job assembles, the same rank waiting three times or more means init has been stuck 30 s or longer (_findings)
@@ -475,10 +480,16 @@ def _findings(st: _State) -> list[Finding]:
     scores = {c: s for c, s in scores.items() if s > 0}
     if not scores:
         return []
-    strong_cause = any(s >= 4 and c not in CONSEQUENCE for c, s in scores.items())
+    consequences = set(CONSEQUENCE)
+    killed = st.hits.get("worker_killed", {})
+    if killed and "collective_timeout" in scores and all(r.needle in PEER_GONE_NEEDLES for r in killed):
+        # only "connection closed by peer": a rank that timed out and exited closes its peers' connections,
+        # so here the lost peer is a consequence of the timeout, not a killed rank (notebook 04)
+        consequences.add("worker_killed")
+    strong_cause = any(s >= 4 and c not in consequences for c, s in scores.items())
 
     def rank_key(c: str) -> tuple:  # a well-evidenced cause comes before every consequence, however loud
-        return (strong_cause and c in CONSEQUENCE, -scores[c], st.first_line.get(c, 0))
+        return (strong_cause and c in consequences, -scores[c], st.first_line.get(c, 0))
 
     order = sorted(scores, key=rank_key)
     top = scores[order[0]]

@@ -10,6 +10,9 @@ and torchrun's "Root Cause" names rank 0.  The rules, in order:
 3. **late**: when the first failure happened, some ranks had not yet reached the stage in which
    the others were waiting (a straggler, a rank stuck outside the collective, a rank that never
    joined).
+   **unmatched** (a refinement of 3): the rank at fault was itself waiting in a collective inside a
+   stage the others had already finished without one: a collective only it calls (seed 003: a
+   broadcast inside ``if rank == 0:`` checkpoint-loading code), whoever times out first.
 4. **unreachable**: a rank's log says it could not connect (wrong port or address, firewall).
 5. **error**: a rank failed with an error of its own (not a timeout, not a lost peer).
 
@@ -72,6 +75,14 @@ class RankView:
     def crashed(self) -> bool:
         rc = self.record.get("returncode")
         return rc not in (0, None) and not self.record.get("stop_signal")
+
+    def current_stage(self, by: float) -> str | None:
+        """The stage this rank was in at ``by`` (its last event, if that one opened or failed a stage)."""
+        seen = [e for e in self.events if e["t"] <= by]
+        return seen[-1]["stage"] if seen and seen[-1].get("status") in ("running", "fail") else None
+
+    def completed(self, stage: str, by: float) -> bool:
+        return any(e["stage"] == stage and e.get("status") == "ok" and e["t"] <= by for e in self.events)
 
     def stages_started(self, by: float) -> list[str]:
         return [e["stage"] for e in self.events if e.get("status") == "running" and e["t"] <= by]
@@ -181,10 +192,22 @@ def find_culprit(views: list[RankView], status: str, stop_time: float | None = N
         late = [v for v in views if stage and stage not in v.stages_started(t_fail + 0.05)]
         if late and len(late) < world:
             r = late[0].rank
+            unmatched = _unmatched(late[0], [by_rank[first]], t_fail)
+            if unmatched:
+                return verdict(r, "unmatched", unmatched + f"; rank {first} then timed out in {stage}",
+                               [f"rank {first}: {by_rank[first].error or _signal_text(by_rank[first].record)}"]
+                               + ([late[0].error] if late[0].error else []) + [_stack_line(v) for v in late if v.stack])
             return verdict(r, "late", f"rank {first} failed in {stage} while rank {r} had not reached it "
                            f"(rank {r} was last seen in {late[0].last_seen(t_fail)})",
                            [f"rank {first}: {by_rank[first].error or _signal_text(by_rank[first].record)}"]
                            + [_stack_line(v) for v in late if v.stack])
+    # 3c. the first to fail waited in a stage every other rank had finished: a collective only it calls
+    if first is not None:
+        others = [v for v in views if v.rank != first]
+        unmatched = _unmatched(by_rank[first], others, t_fail)
+        if unmatched:
+            return verdict(first, "unmatched", unmatched, [f"rank {first}: {by_rank[first].error}"]
+                           + [f"rank {v.rank}: {v.error}" for v in others if v.error])
     # 3b. programs without events: a rank stopped outside torch.distributed while the others waited
     first_err = by_rank[first].error if first is not None else None
     if status in ("timeout", "interrupted") or _is_victim_error(first_err):
@@ -219,6 +242,21 @@ def find_culprit(views: list[RankView], status: str, stop_time: float | None = N
     return Verdict(None, "unknown", f"no rank stands out: every rank was in {', '.join(where)} "
                    "(all waiting on each other, or on the network); read the stack dumps", [],
                    {v.rank: _victim_reason(v, None) for v in views}, first, blamed)
+
+
+def _unmatched(v: RankView, others: list[RankView], t_fail: float) -> str | None:
+    """Why ``v`` ran a collective the ``others`` never called, or None: ``v`` was waiting inside a collective
+    (a timeout error, or its stack in torch.distributed) in a stage every one of ``others`` completed."""
+    where = v.current_stage(t_fail + 0.05)
+    if where is None or not others or not all(o.completed(where, t_fail + 0.05) for o in others):
+        return None
+    waiting = (_is_victim_error(v.error) and v.events and v.events[-1]["stage"] == where) or v.in_distributed()
+    if not waiting:
+        return None
+    names = ", ".join(str(o.rank) for o in others)
+    return (f"rank {v.rank} was waiting in a collective inside {where}, a stage rank{'s' if len(others) > 1 else ''} "
+            f"{names} had finished without one: a collective only rank {v.rank} calls (e.g. inside "
+            f"`if rank == {v.rank}:`)")
 
 
 def _is_victim_error(err: str | None) -> bool:

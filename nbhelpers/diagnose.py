@@ -80,6 +80,9 @@ REMEDIES = {
                "OOM killer (check `dmesg`); SIGABRT/SIGSEGV a C++ failure. The other ranks' errors are consequences.",
     "unreachable": "That rank cannot reach the rendezvous store or a peer: check MASTER_ADDR/MASTER_PORT on every "
                    "rank, the firewall, and the interface (GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME); notebook 05.",
+    "unmatched": "That rank calls a collective the others never call, typically inside `if rank == 0:` (loading or "
+                 "saving a checkpoint, logging, evaluation). Every rank must call every collective in the same order: "
+                 "move it out of the branch. A longer timeout only makes the hang last longer (notebook 04).",
     "error": "That rank raised an error of its own; fix it and the rest follows.",
     "unknown": "No rank stands out: all were waiting in the same stage. Compare the stack dumps, then suspect the "
                "network (notebook 05) or a collective mismatch (notebook 03).",
