@@ -18,6 +18,7 @@ _EXPORTS = {
     "paste_box": "doctor", "show_findings": "doctor", "findings_frame": "doctor",
     "supervise": "supervise",
     "lint_env": "lint", "lint_frame": ("lint", "findings_frame"), "env_catalog": ("envcatalog", "to_frame"),
+    "record": "recording", "run_all": "report", "export_report": "export", "export_button": "export",
     "WorkbookError": "errors", "PortInUseError": "errors", "LaunchError": "errors",
 }
 
