@@ -189,6 +189,7 @@ def test_lab_runs_notebook_01_with_widgets_and_chart_then_exports_a_report(brows
     ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = ctx.new_page()
     page.set_default_timeout(60_000)
+    (ARTIFACTS / "lab-01-failed.png").unlink(missing_ok=True)
     try:
         page.goto(f"{url}/lab/tree/01_diagnose.ipynb?reset")
         wait_kernel_ready(page)
@@ -198,13 +199,16 @@ def test_lab_runs_notebook_01_with_widgets_and_chart_then_exports_a_report(brows
         page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']")
         page.screenshot(path=str(ARTIFACTS / "lab-01-top.png"))
 
-        errors = page.locator("[data-mime-type='application/vnd.jupyter.error']")
+        errors = page.locator(".jp-OutputArea-output", has_text="Traceback (most recent call last)")
         assert errors.count() == 0, errors.first.inner_text()
-        chart = page.locator(".jp-OutputArea-output .js-plotly-plot .main-svg").first
-        chart.wait_for()
+        chart = page.locator(".jp-OutputArea-output.js-plotly-plot").first
+        chart.wait_for(state="attached")
         chart.scroll_into_view_if_needed()
+        page.wait_for_timeout(500)
         page.screenshot(path=str(ARTIFACTS / "lab-01-chart.png"))
-        assert page.locator(".jp-OutputArea-output .js-plotly-plot").count() >= 2
+        box = chart.locator(".main-svg").first.bounding_box()
+        assert box and box["width"] > 200 and box["height"] > 100, box
+        assert page.locator(".jp-OutputArea-output.js-plotly-plot").count() >= 2
 
         area = page.locator(".jupyter-widgets textarea").first
         area.fill("torch.distributed.DistStoreError: Timed out after 11 seconds waiting for clients. 1/2 clients joined.")
