@@ -371,9 +371,10 @@ def summary_html(summary: dict) -> str:
     fp = summary.get("fingerprint", {})
     head = (f"<h1>Incident report {esc(summary['started'])}</h1>"
             f"<p class='{'nbh-good' if summary['ok'] else 'nbh-bad'}' id='nbh-verdict'><b>{esc(summary['verdict'])}</b></p>"
-            f"<p>Host <code>{esc(fp.get('hostname'))}</code> · torch {esc(fp.get('torch'))} · "
-            f"GPUs {esc(summary.get('gpus'))} · parameters {esc(summary.get('parameters'))} · "
-            f"{esc(summary.get('seconds'))} s in all</p>")
+            f"<p>Host <code>{esc(fp.get('hostname'))}</code> · torch {esc(fp.get('torch'))}"
+            + (f" · GPUs {esc(summary['gpus'])}" if summary.get("gpus") is not None else "")
+            + (f" · parameters {esc(summary['parameters'])}" if summary.get("parameters") else "")
+            + (f" · {esc(summary['seconds'])} s in all" if summary.get("seconds") else "") + "</p>")
     if summary["incidents"]:
         head += "<h2>What failed</h2>" + "".join(_incident_html(i) for i in summary["incidents"])
     else:
@@ -409,7 +410,8 @@ def section_cell(book: dict):
     link = f" <a href='#cell-id={cell_anchor(Path(book['notebook']).stem, book['failure']['cell'])}'>go there</a>" \
         if book["failure"] else ""
     text = (f"<div class='nbh-section' id='{esc(book['section'])}'><b>{esc(book['notebook'])}</b> · "
-            f"<span style='color:{color}'>{esc(book['status'])}</span> · {book['seconds']} s"
+            f"<span style='color:{color}'>{esc(book['status'])}</span>"
+            + (f" · {book['seconds']} s" if book.get("seconds") else "")
             + (f" · <span style='color:#d62728'>{esc(where)}</span>{link}" if where else "")
             + " · <a href='#summary'>back to the summary</a></div>")
     return nbformat.v4.new_raw_cell(text, metadata={"format": "text/html"})
