@@ -56,6 +56,8 @@ def outcome(status: str, expect: str | None) -> str:
 
 def run_payload(result, expect: str | None = None, label: str | None = None) -> dict:
     """A RunResult as a JSON-ready verdict: who failed where, classified cause, remedy, evidence."""
+    from .diagnose import remedy
+
     v = result.verdict
     top = result.findings[0] if result.findings else None
     culprit = v.culprit
@@ -68,7 +70,7 @@ def run_payload(result, expect: str | None = None, label: str | None = None) -> 
         "culprit_kind": v.kind, "reason": v.reason, "first_to_raise": v.first_to_raise,
         "torchrun_blamed": v.torchrun_blamed,
         "category": top.category if top else None, "title": top.title if top else None,
-        "remedy": (top.remedies[0] if top and top.remedies else "") if not result.ok else "",
+        "remedy": "" if result.ok else (top.remedies[0] if top and top.remedies else remedy(result)),
         "evidence": evidence, "log_dir": str(result.log_dir),
         "exit_codes": {str(r): rec.get("returncode") for r, rec in result.records.items()},
     })

@@ -195,6 +195,15 @@ def redact_notebook(nb) -> None:
     nb.metadata = nbformat.from_dict(_redact_obj(nb.metadata))
 
 
+def evidence_lines(finding, traceback_lines: list[str]) -> list[str]:
+    """The classifier's evidence (up to 3 lines) and the exception line, or the traceback's last 3 lines."""
+    if finding is None:
+        return traceback_lines[-3:]
+    found = [str(e) for e in finding.evidence[:3]]
+    last = traceback_lines[-1] if traceback_lines else ""
+    return found + ([last] if last and not any(last.strip() in f for f in found) else [])
+
+
 def build_summary(entries: list[dict], nbs: list, *, started: str, gpus: int | None = None,
                   parameters: dict | None = None) -> dict:
     """summary.json: fingerprint, each notebook's status, failure location, records, timings; incidents first."""
@@ -226,7 +235,7 @@ def build_summary(entries: list[dict], nbs: list, *, started: str, gpus: int | N
                 "category": top.category if top else None, "title": top.title if top else None,
                 "remedy": top.remedies[0] if top else "Read the traceback of that cell; a failed self-check means "
                 "this machine does not behave as the notebook claims: file it with this report.",
-                "evidence": ([str(e) for e in top.evidence[:3]] if top else []) + lines[-3:],
+                "evidence": evidence_lines(top, lines),
                 "link": f"#cell-id={cell_anchor(stem, fail['cell'])}" if fail else f"#nb-{stem}"})
         for r in records:
             if r.get("kind") != "run":
