@@ -243,3 +243,9 @@ def test_lab_runs_notebook_01_with_widgets_and_chart_then_exports_a_report(brows
     assert outcomes.count("reproduced") >= 2 and "unexpected" not in outcomes, outcomes
     text = report.read_text()
     assert "widget state not saved" not in text and "rendezvous_timeout" in text
+
+
+def test_without_chromium_the_browser_tests_skip_and_say_why(monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "CHROMIUM", None)
+    reason = skip_reason()
+    assert "Chromium" in reason and "apt-get install -y chromium" in reason
