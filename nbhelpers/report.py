@@ -106,12 +106,16 @@ def run_all(out_root: Path | None = None, notebooks: list[Path] | None = None, p
 
     from .diagnose import setup_notebook
 
+    books = sorted(NOTEBOOKS.glob("[0-9]*.ipynb")) if notebooks is None else list(notebooks)
+    if not books:
+        from .errors import WorkbookError
+
+        raise WorkbookError(f"no notebooks to run in {NOTEBOOKS}", "name them: python -m nbhelpers run-all path/to/nb.ipynb")
     gpus = setup_notebook(quiet=True)["gpus"]
     params = {**quick_parameters(gpus), **(parameters or {})}
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     out = Path(out_root or reports_dir()) / stamp
     out.mkdir(parents=True, exist_ok=True)
-    books = notebooks or sorted(NOTEBOOKS.glob("[0-9]*.ipynb"))
     print(f"run-all: {len(books)} notebook(s), {'%d GPU(s)' % gpus if gpus else 'CPU only (gloo)'}, "
           f"parameters {params}; report in {out}", file=sys.stderr, flush=True)
     entries, executed_nbs = [], []
