@@ -29,4 +29,4 @@ bench: setup          ## benchmarks, printed as tables with ratios against a sam
 	$(BIN)/python bench/run.py
 
 clean:
-	rm -rf runs reports .pytest_cache
+	rm -rf runs reports test-artifacts .pytest_cache

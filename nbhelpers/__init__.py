@@ -23,6 +23,7 @@ _EXPORTS = {
     "Plan": "multinode", "MultiRun": "multinode", "MultiResult": "multinode", "start_nodes": "multinode",
     "launch_ssh": "multinode",
     "Lab": "netlab", "run_lab": "netlab", "run_fault": "netlab",
+    "record": "recording", "run_all": "report", "export_report": "export", "export_button": "export",
     "WorkbookError": "errors", "PortInUseError": "errors", "LaunchError": "errors",
     "race": "ckptrace", "variant_table": "ckptrace", "error_table": "ckptrace", "race_timeline": "ckptrace",
     "trials_frame": "ckptrace", "sigkill_test": "ckptrace", "rank0_collective": "ckptrace",

@@ -1,6 +1,6 @@
 """Command line.
 
-    python -m nbhelpers run-all                          # execute every notebook; report in reports/<UTC>/
+    python -m nbhelpers run-all [NOTEBOOK ...]           # execute the notebooks; reports/<UTC>/report.html
     python -m nbhelpers doctor LOG [LOG ...] [--json]    # classify pasted/saved log text ('-' = stdin)
     python -m nbhelpers run --nproc 2 [--timeout S] [--json] script.py [args ...]
 """
@@ -15,9 +15,9 @@ from pathlib import Path
 def cmd_run_all(args) -> int:
     from .report import run_all
 
-    out = run_all(Path(args.out) if args.out else None)
-    failed = [n for n in json.loads((out / "summary.json").read_text())["notebooks"] if n["status"] != "ok"]
-    return 1 if failed else 0
+    books = [Path(n) for n in args.notebooks] or None
+    out = run_all(Path(args.out) if args.out else None, books)
+    return 0 if json.loads((out / "summary.json").read_text())["ok"] else 1
 
 
 def cmd_doctor(args) -> int:
@@ -57,6 +57,7 @@ def main(argv=None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     ra = sub.add_parser("run-all", help="execute every notebook headless; write reports/<UTC>/")
     ra.add_argument("--out", help="report root (default: reports/ in the workbook)")
+    ra.add_argument("notebooks", nargs="*", help="notebooks to run (default: notebooks/[0-9]*.ipynb)")
     dr = sub.add_parser("doctor", help="classify failure logs (files, or - for stdin)")
     dr.add_argument("files", nargs="+")
     dr.add_argument("--json", action="store_true", help="one JSON object per finding")

@@ -43,3 +43,67 @@ def has_gpus(n: int = 1) -> bool:
 
 def is_root() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+# ---- a report made once per session from purpose-built notebooks, with secrets planted in its environment
+PLANTED = {"WB_API_TOKEN": "tok-planted-7c1f9e2a", "DB_PASSWORD": "pw-planted-b3d8a640", "MY_SECRET": "s3cr3t-planted-51ae"}
+URL_PASSWORD = "urlpw-planted-0d4e"
+CLI_SECRET = "cli-planted-e62b9f"  # in the env under a harmless name; reaches output only as --api-token's value
+INCIDENT_SCRIPT = '''
+import os, sys
+rank = int(os.environ["RANK"])
+print("rank", rank, "token", os.environ["WB_API_TOKEN"], "db", os.environ["DATABASE_URL"], "argv", " ".join(sys.argv), flush=True)
+if rank == 1:
+    raise RuntimeError("auth failed for " + os.environ["DB_PASSWORD"] + " " + os.environ["MY_SECRET"])
+'''
+
+
+def make_notebook(path, *sources, params="N = 1"):
+    import nbformat
+
+    cells = [nbformat.v4.new_code_cell(params)] + [nbformat.v4.new_code_cell(s) for s in sources]
+    cells[0].metadata["tags"] = ["parameters"]
+    nb = nbformat.v4.new_notebook(cells=cells)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def planted_report(tmp_path_factory):
+    """run_all over two small notebooks (charts, widgets, a real failing run, a cell that raises) with
+    secrets planted in the environment; yields (report folder, the runs folder)."""
+    from nbhelpers.report import run_all
+
+    root = tmp_path_factory.mktemp("planted")
+    script = root / "leaky.py"
+    script.write_text(INCIDENT_SCRIPT)
+    incident = make_notebook(
+        root / "01_incident.ipynb",
+        "import os, sys\nimport nbhelpers as nb\nimport plotly.graph_objects as go\nnb.setup_notebook(quiet=True)",
+        "print('token', os.environ['WB_API_TOKEN'], 'db', os.environ['DATABASE_URL'])\n"
+        "print('pw', os.environ['DB_PASSWORD'], file=sys.stderr)",
+        "from IPython.display import HTML\nHTML('<b>planted</b> ' + os.environ['DB_PASSWORD'])",
+        "go.Figure(go.Bar(x=[1, 2], y=[3, 1]), layout_title_text='fig one ' + os.environ['WB_API_TOKEN'])",
+        "go.Figure(go.Scatter(x=[1, 2, 3], y=[1, 4, 9]), layout_title_text='fig two')",
+        "nb.paste_box('pasted ' + os.environ['MY_SECRET'])",
+        f"res = nb.supervise({str(script)!r}, ['--api-token', os.environ['LEAK_ARG']], nproc=2, timeout=60)\n"
+        "nb.record(res)\nres",
+        "nb.record('planted_value', 42)",
+        params="N = 1")
+    failing = make_notebook(
+        root / "02_fails.ipynb",
+        "import os\nraise RuntimeError('torch.distributed.DistStoreError: Timed out after 11 seconds waiting for clients. '\n"
+        "                   '1/2 clients joined. token=' + os.environ['WB_API_TOKEN'])",
+        "print('never runs')")
+    runs = root / "runs"
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in PLANTED.items():
+            mp.setenv(k, v)
+        mp.setenv("DATABASE_URL", f"postgres://alice:{URL_PASSWORD}@db.invalid:5432/x")
+        mp.setenv("LEAK_ARG", CLI_SECRET)
+        mp.setenv("NBH_RUNS_DIR", str(runs))
+        out = run_all(root / "reports", [incident, failing], parameters={"N": 3})
+    left = workbook_processes(str(runs))
+    assert not left, f"processes left behind: {[p.cmdline() for p in left]}"
+    yield out, runs

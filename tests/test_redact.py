@@ -19,3 +19,23 @@ def test_redact_text_removes_literal_secret_values():
     out = redact_text(text, env)
     assert "0123456789abcdef" not in out and "p4ss" not in out
     assert "ab stays" in out
+
+
+def test_redact_text_secret_flags_assignments_and_escaped_forms():
+    env = {"DB_PASSWORD": 'p<&>"ss-9f8e'}
+    text = ("torchrun train.py --hf-token hf_live_77 --password=abc123 --lr 0.1 | HF_TOKEN=hf_env_55 "
+            "NCCL_DEBUG=INFO | html p&lt;&amp;&gt;&quot;ss-9f8e | json p<&>\\\"ss-9f8e")
+    out = redact_text(text, env)
+    for secret in ("hf_live_77", "abc123", "hf_env_55", "ss-9f8e"):
+        assert secret not in out, out
+    assert "--lr 0.1" in out and "NCCL_DEBUG=INFO" in out and f"--hf-token {REDACTED}" in out
+    assert redact_text(out, env) == out  # idempotent
+    html_out = redact_text("x https://u:pw1234@h/ y", env, marker="&lt;redacted&gt;")
+    assert "pw1234" not in html_out and "&lt;redacted&gt;@h" in html_out
+
+
+def test_redact_obj_walks_nested_structures():
+    from nbhelpers.redact import redact_obj
+
+    obj = {"a": ["--token sekrit99", {"b": "https://u:pw@x/"}], "n": 3}
+    assert redact_obj(obj, {}) == {"a": [f"--token {REDACTED}", {"b": f"https://{REDACTED}@x/"}], "n": 3}
