@@ -18,7 +18,12 @@ _EXPORTS = {
     "paste_box": "doctor", "show_findings": "doctor", "findings_frame": "doctor",
     "supervise": "supervise",
     "lint_env": "lint", "lint_frame": ("lint", "findings_frame"), "env_catalog": ("envcatalog", "to_frame"),
-    "WorkbookError": "errors", "PortInUseError": "errors", "LaunchError": "errors",
+    "WorkbookError": "errors", "PortInUseError": "errors", "LaunchError": "errors", "ConfigError": "errors",
+    "Config": "launchconfig", "env_editor": "envedit", "EnvEditor": "envedit",
+    "preset": "presets", "presets_frame": "presets", "seed_lint_frame": "presets",
+    "ab_test": "abtest", "ABResult": "abtest",
+    "parse_nccl": "nccllog", "channel_table": "nccllog", "nccl_summary": "nccllog", "nccl_chart": "nccllog",
+    "nccl_sample": ("nccllog", "sample_log"), "nccl_debug_run": "nccllog", "nccl_effects": ("nccllog", "effects_frame"),
 }
 
 

@@ -115,6 +115,7 @@ class ABResult:
                          "threads": g["threads"].iloc[0] if len(g) else None,
                          "category": max(set(cats), key=cats.count) if cats else None,
                          "exits": g["exits"].iloc[0] if len(g) else None,
+                         "first error": next((e for e in g["first error"] if e), ""),
                          "env": " ".join(f"{k}={v}" for k, v in sorted(cfg.env.items()))})
         return pd.DataFrame(rows).set_index("config")
 

@@ -163,6 +163,21 @@ class EnvEditor:
         self._refresh()
         return True
 
+    def attempts(self, pairs) -> "object":
+        """Try each (name, value) through :meth:`set` (``name`` "timeout" tries the timeout field); a table."""
+        import pandas as pd
+
+        rows = []
+        for name, value in pairs:
+            if name == "timeout":
+                ok = self.set_timeout(value)
+                why = "" if ok else parse_timeout(value)[1]
+            else:
+                ok = self.set(name, value)
+                why = "" if ok else self.refusal(name, value)
+            rows.append({"variable": name, "value": value, "accepted": ok, "reason": why})
+        return pd.DataFrame(rows)
+
     def load_preset(self, name: str) -> None:
         p = self.presets[name]
         self.env = dict(p.env)

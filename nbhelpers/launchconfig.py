@@ -55,6 +55,8 @@ class Config:
 
     def __post_init__(self):
         self.env = {str(k): str(v) for k, v in self.env.items()}
+        if isinstance(self.timeout_s, float) and self.timeout_s.is_integer():
+            self.timeout_s = int(self.timeout_s)  # papermill may pass 5.0
 
     def findings(self, interfaces: list[dict] | None = None) -> list[Finding]:
         """Lint findings for this config's env (errors first)."""

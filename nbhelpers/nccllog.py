@@ -22,9 +22,6 @@ from typing import Iterable
 
 SAMPLE = Path(__file__).resolve().parent / "data" / "nccl_real_lines.log"
 
-_PREFIX = re.compile(r"(?:^|[\s:>)\]])(?P<host>[^\s:\[\]()]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] "
-                     r"(?:(?P<src>\S+:\d+) )?NCCL (?P<level>INFO|WARN|TRACE|ABORT) (?P<msg>.*)$")
-_BARE = re.compile(r"(?:^|\s)\[(?P<dev>\d+)\] (?:(?P<src>\S+:\d+) )?NCCL (?P<level>INFO|WARN|TRACE) (?P<msg>.*)$")
 _VERSION = re.compile(r"NCCL version (?P<version>\d+\.\d+\.\d+)(?:\+cuda(?P<cuda>[\d.]+))?")
 _CHANNEL = re.compile(r"^(?P<what>Channel|Ring) (?P<ch>\d+)(?:/(?P<nch>\d+))? : (?P<a>\d+)\[(?P<adev>[0-9a-fA-F]+)\] -> "
                       r"(?P<b>\d+)\[(?P<bdev>[0-9a-fA-F]+)\](?: \[(?P<dir>send|receive)\])? via (?P<via>.+?)\s*$")
@@ -60,46 +57,75 @@ def _split_via(via: str) -> tuple[str, str, int | None, bool]:
 
 
 def _classify(msg: str) -> dict:
-    m = _CHANNEL.match(msg)
-    if m:
-        transport, detail, net_dev, gdr = _split_via(m["via"])
-        receiving = m["dir"] == "receive"
-        a, b = int(m["a"]), int(m["b"])
-        return {"kind": "channel", "channel": int(m["ch"]), "rank": b if receiving else a,
-                "peer": a if receiving else b, "direction": m["dir"] or "", "transport": transport,
-                "detail": detail, "net_dev": net_dev, "gdr": gdr, "value": m["what"],
-                "_devs": {a: m["adev"], b: m["bdev"]}}
-    m = _INIT.search(msg)
-    if m:
+    head = msg[:5]
+    if head in ("Chann", "Ring "):
+        m = _CHANNEL.match(msg)
+        if m:
+            transport, detail, net_dev, gdr = _split_via(m["via"])
+            receiving = m["dir"] == "receive"
+            a, b = int(m["a"]), int(m["b"])
+            return {"kind": "channel", "channel": int(m["ch"]), "rank": b if receiving else a,
+                    "peer": a if receiving else b, "direction": m["dir"] or "", "transport": transport,
+                    "detail": detail, "net_dev": net_dev, "gdr": gdr, "value": m["what"]}
+        return {"kind": "other"}  # ring/tree listings such as "Channel 00/32 :    0 1"
+    if " - Init " in msg and (m := _INIT.search(msg)):
         return {"kind": "init_complete" if m["state"] == "COMPLETE" else "init_start", "rank": int(m["rank"]),
                 "nranks": int(m["nranks"])}
-    m = _TIMINGS.match(msg)
-    if m:
+    if head == "Init " and (m := _TIMINGS.match(msg)):
         return {"kind": "init_timings", "rank": int(m["rank"]), "nranks": int(m["nranks"]), "value": m["total"]}
-    m = _VERSION.search(msg)
-    if m and msg.lstrip().startswith("NCCL version"):
+    if head == "NCCL " and msg.startswith("NCCL version") and (m := _VERSION.search(msg)):
         return {"kind": "version", "value": m["version"], "detail": f"cuda {m['cuda']}" if m["cuda"] else ""}
-    m = _NETWORK.match(msg)
-    if m:
+    if head == "Using" and (m := _NETWORK.match(msg)):
         return {"kind": "network", "value": m["network"]}
-    m = _NETDEVS.match(msg)
-    if m:
-        devs = {int(d["i"]): _iface(d["name"]) for d in _DEV_ITEM.finditer(m["devs"])}
-        return {"kind": "net_devices", "transport": f"NET/{m['net'].strip()}", "value": m["devs"].strip(),
-                "interface": ", ".join(devs.values()), "_netdevs": devs}
-    m = _BOOTSTRAP.match(msg)
-    if m:
+    if head.startswith("NET/"):
+        if msg.startswith("NET/IB : No device found"):
+            return {"kind": "net_devices", "transport": "NET/IB", "value": "no device"}
+        if m := _NETDEVS.match(msg):
+            devs = {int(d["i"]): _iface(d["name"]) for d in _DEV_ITEM.finditer(m["devs"])}
+            return {"kind": "net_devices", "transport": f"NET/{m['net'].strip()}", "value": m["devs"].strip(),
+                    "interface": ", ".join(devs.values()), "_netdevs": devs}
+    if head == "Boots" and (m := _BOOTSTRAP.match(msg)):
         items = [_iface(d["name"]) for d in _DEV_ITEM.finditer(m["what"])] or [_iface(m["what"])]
         return {"kind": "bootstrap", "interface": ", ".join(items), "value": m["what"]}
-    m = _ENVSET.match(msg)
-    if m:
+    if head == "NCCL_" and (m := _ENVSET.match(msg)):
         return {"kind": "env", "detail": m["var"], "value": m["value"]}
-    m = _DRIVER.match(msg)
-    if m:
+    if head == "cudaD" and (m := _DRIVER.match(msg)):
         return {"kind": "driver", "value": m["driver"]}
-    if msg.startswith("NET/IB : No device found"):
-        return {"kind": "net_devices", "transport": "NET/IB", "value": "no device"}
     return {"kind": "other"}
+
+
+_LEVELS = ("INFO", "WARN", "TRACE", "ABORT")
+_DEV_TOKEN = re.compile(r"\[(\d+)\]")
+_HOST_TOKEN = re.compile(r"(?P<host>[^\s:\[\]()]+):(?P<pid>\d+):(?P<tid>\d+)")
+
+
+def _split_line(line: str) -> dict | None:
+    """host, pid, dev, level, source, text of one NCCL line, or None; cheap string work before any regex."""
+    at = line.find(" NCCL ")
+    if at < 0:
+        return _bare_version(line)
+    rest = line[at + 6:]
+    level, _, text = rest.partition(" ")
+    if level not in _LEVELS:
+        return _bare_version(line)
+    words = line[:at].split()
+    src = None
+    if words and not words[-1].startswith("[") and ":" in words[-1] and words[-1].rsplit(":", 1)[1].isdigit():
+        src = words.pop()
+    if not words or not (dm := _DEV_TOKEN.fullmatch(words[-1])):
+        return None
+    dev = int(dm[1])
+    hm = _HOST_TOKEN.search(words[-2]) if len(words) >= 2 else None
+    if hm and hm.end() == len(words[-2]):
+        return {"host": hm["host"], "pid": int(hm["pid"]), "dev": dev, "level": level, "source": src, "text": text}
+    return {"host": None, "pid": None, "dev": dev, "level": level, "source": src, "text": text}
+
+
+def _bare_version(line: str) -> dict | None:
+    v = _VERSION.search(line)
+    if v is None:
+        return None
+    return {"host": None, "pid": None, "dev": None, "level": "INFO", "source": None, "text": line[v.start():]}
 
 
 def parse_lines(lines: Iterable[str]) -> list[dict]:
@@ -109,21 +135,13 @@ def parse_lines(lines: Iterable[str]) -> list[dict]:
     for i, raw in enumerate(lines):
         if "NCCL" not in raw:
             continue
-        line = raw.rstrip("\n")
-        m = _PREFIX.search(line)
-        if m:
-            row = {"host": m["host"], "pid": int(m["pid"]), "dev": int(m["dev"]), "level": m["level"],
-                   "source": m["src"], "text": m["msg"]}
-        elif (b := _BARE.search(line)) is not None:
-            row = {"host": None, "pid": None, "dev": int(b["dev"]), "level": b["level"], "source": b["src"],
-                   "text": b["msg"]}
-        elif (v := _VERSION.search(line)) is not None:  # printed bare, right after that process's init lines
-            row = {"host": last[0], "pid": last[1], "dev": last[2], "level": "INFO", "source": None,
-                   "text": line[v.start():]}
-        else:
+        row = _split_line(raw.rstrip("\n"))
+        if row is None:
             continue
         if row["host"] is not None:
             last = (row["host"], row["pid"], row["dev"])
+        elif row["dev"] is None:  # a bare "NCCL version" line: printed right after that process's init lines
+            row["host"], row["pid"], row["dev"] = last
         row["line"] = i + 1
         row.update(_classify(row["text"]) if row["level"] != "WARN" else {"kind": "warn"})
         rows.append(row)
@@ -245,6 +263,13 @@ NCCL_EFFECTS = {
     "NCCL_SOCKET_IFNAME=<if>": "'Bootstrap : Using <if>:<addr>' and 'NET/Socket : Using [0]<if>' name the interface",
     "NCCL_NET_GDR_LEVEL=LOC": "NET/IB/x/GDRDMA channels lose the GDRDMA suffix (data staged through host memory)",
 }
+
+
+def effects_frame():
+    """What each NCCL variable would change in the parsed table (a GPU is needed to see it for real)."""
+    import pandas as pd
+
+    return pd.DataFrame([{"setting": k, "what changes in the NCCL_DEBUG table": v} for k, v in NCCL_EFFECTS.items()])
 
 
 def nccl_debug_run(nproc: int | None = None, subsys: str = "INIT,NET", extra_env: dict | None = None,

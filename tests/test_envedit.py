@@ -108,3 +108,11 @@ def test_refused_config_is_not_launched(runs_dir):
 def test_initial_env_with_an_error_is_refused():
     with pytest.raises(ValueError, match="not one of"):
         env_editor(env={"TORCH_DISTRIBUTED_DEBUG": "FULL"}, interfaces=IFACES)
+
+
+def test_attempts_table_goes_through_the_same_checks(ed):
+    t = ed.attempts([("NCCL_DEBUG", "LOUD"), ("GLOO_SOCKET_IFNAME", "eth9"), ("timeout", "2.5"),
+                     ("NCCL_DEBUG", "WARN"), ("timeout", "20")])
+    assert list(t["accepted"]) == [False, False, False, True, True]
+    assert t["reason"].iloc[2].startswith("'2.5' is not a whole number")
+    assert ed.env == {"NCCL_DEBUG": "WARN"} and ed.timeout_s == 20
