@@ -122,9 +122,14 @@ class ABResult:
     def config(self, name: str) -> Config:
         return next(c for c in self.configs if c.name == name)
 
-    def export(self, name: str, script: str = "train.py") -> str:
-        """The chosen config as export lines, a torchrun line for your script, and one for this worker."""
+    def export(self, name: str, script: str = "train.py", timeout_s: int | None = None) -> str:
+        """The chosen config as export lines, a torchrun line for your script, and one for this worker.
+
+        ``timeout_s`` replaces the timeout the A/B ran with (short on CPU) by the one the real job needs.
+        """
         cfg = self.config(name)
+        if timeout_s is not None:
+            cfg = cfg.variant(cfg.name, timeout_s)
         return "\n".join([cfg.shell_snippet(), "", "# one line, your script:",
                           cfg.torchrun_command(script, nproc=self.nproc), "",
                           "# one line, the workbook's worker as measured here:",

@@ -214,6 +214,7 @@ def nccl_summary(df):
 
     keyed = df[df["host"].notna()]
     everywhere = df[df.kind == "version"]["value"].dropna().unique().tolist()
+    everywhere = everywhere if len(everywhere) == 1 else []  # one job, one NCCL: lend it to every process
     rows = []
     for (host, pid, dev), g in keyed.groupby(["host", "pid", "dev"], sort=False):
         ch = g[g.kind == "channel"]

@@ -69,3 +69,12 @@ def test_bench_interface_and_threads(runs_dir):
     assert words[:2] == ["GLOO_SOCKET_IFNAME=lo", "OMP_NUM_THREADS=2"]
     assert words[-4:] == ["nbhelpers.workers.allreduce_bench", "--timeout", "10"][-3:] or \
         words[-3:] == ["nbhelpers.workers.allreduce_bench", "--timeout", "10"]
+
+
+def test_export_can_carry_the_real_jobs_timeout():
+    from nbhelpers.abtest import ABResult
+
+    ab = ABResult([Config("a", {"NCCL_DEBUG": "WARN"}, 5), Config("b", {}, 5)], "probe", 2)
+    text = ab.export("a", timeout_s=600)
+    assert "timedelta(seconds=600)" in text and text.endswith("--timeout 600")
+    assert ab.config("a").timeout_s == 5  # the A/B's own config is unchanged
