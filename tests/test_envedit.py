@@ -116,3 +116,15 @@ def test_attempts_table_goes_through_the_same_checks(ed):
     assert list(t["accepted"]) == [False, False, False, True, True]
     assert t["reason"].iloc[2].startswith("'2.5' is not a whole number")
     assert ed.env == {"NCCL_DEBUG": "WARN"} and ed.timeout_s == 20
+
+
+def test_launch_button_runs_a_checked_config_for_real(runs_dir):
+    ed = EnvEditor(interfaces=IFACES, worker="allreduce_bench", timeout_s=10)
+    type_and_set(ed, "GLOO_SOCKET_IFNAME", "lo")
+    type_and_set(ed, "OMP_NUM_THREADS", "1")
+    ed.launch_button.click()
+    res = ed.last_result
+    assert res is not None and res.ok, res
+    assert "ok</b>" in ed.result.value
+    assert "--timeout 10" in " ".join(res.command)
+    assert any(e.get("threads") == 1 for e in res.events if e.get("stage") == "compute")
