@@ -23,7 +23,7 @@ _EXPORTS = {
     "preset": "presets", "presets_frame": "presets", "seed_lint_frame": "presets",
     "ab_test": "abtest", "ABResult": "abtest",
     "parse_nccl": "nccllog", "channel_table": "nccllog", "nccl_summary": "nccllog", "nccl_chart": "nccllog",
-    "nccl_sample": ("nccllog", "sample_log"), "nccl_debug_run": "nccllog", "nccl_effects": ("nccllog", "effects_frame"),
+    "nccl_sample": ("nccllog", "sample_log"), "nccl_debug_run": "nccllog", "nccl_transport_ab": "nccllog", "nccl_effects": ("nccllog", "effects_frame"),
 }
 
 

@@ -73,6 +73,8 @@ def run_row(cfg: Config, rep: int, res: RunResult) -> dict:
     evs = [e for e in res.events if e.get("status") == "ok"]
     bw = _median([e.get("busbw_gbs") for e in evs])
     row["busbw GB/s"] = None if bw is None else round(bw, 3)
+    small = _median([e["sizes"][0]["ms"] for e in evs if e.get("sizes")])
+    row["small op ms"] = None if small is None else round(small, 3)
     step = _median([e.get("step_ms") for e in evs])
     row["compute ms"] = None if step is None else round(step, 2)
     threads = {e.get("threads") for e in evs if e.get("threads") is not None}
@@ -111,7 +113,8 @@ class ABResult:
                          "passed": f"{int(g['passed'].sum())}/{len(g)}",
                          "wall s": _median(g["wall s"]), "failed after s": _median(g["failed after s"]),
                          "failed stage s": _median(g["failed stage s"]),
-                         "busbw GB/s": _median(g["busbw GB/s"]), "compute ms": _median(g["compute ms"]),
+                         "busbw GB/s": _median(g["busbw GB/s"]), "small op ms": _median(g["small op ms"]),
+                         "compute ms": _median(g["compute ms"]),
                          "threads": g["threads"].iloc[0] if len(g) else None,
                          "category": max(set(cats), key=cats.count) if cats else None,
                          "exits": g["exits"].iloc[0] if len(g) else None,

@@ -294,3 +294,27 @@ def nccl_debug_run(nproc: int | None = None, subsys: str = "INIT,NET", extra_env
     res = launch("allreduce_bench", ["--backend", "nccl", "--timeout", "30", "--sizes-kb", sizes_kb, "--matmul", "0"],
                  nproc=nproc, env=env, live=False, name="nccl-debug", timeout=timeout)
     return res, parse_logs(res.logs)
+
+
+def nccl_transport_ab(settings=({}, {"NCCL_P2P_DISABLE": "1"}, {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}),
+                      nproc: int | None = None):
+    """On GPUs: the NCCL_DEBUG table under each setting; one row each with the transports NCCL chose.
+
+    Needs two GPUs or more on this node for channels to appear (one rank has no peer).
+    """
+    import statistics
+
+    import pandas as pd
+
+    rows = []
+    for extra in settings:
+        res, df = nccl_debug_run(nproc, extra_env=extra)
+        ch = channel_table(df)
+        bw = [e["busbw_gbs"] for e in res.events if e.get("stage") == "allreduce" and e.get("status") == "ok"]
+        rows.append({"setting": " ".join(f"{k}={v}" for k, v in extra.items()) or "(defaults)",
+                     "status": res.status,
+                     "transports": ", ".join(f"{t}/{d} x{n}" for (t, d), n in
+                                             ch.groupby(["transport", "detail"]).size().items()) or None,
+                     "network": ", ".join(df[df.kind == "network"]["value"].unique()) or None,
+                     "busbw GB/s": round(statistics.median(bw), 3) if bw else None})
+    return pd.DataFrame(rows).set_index("setting")

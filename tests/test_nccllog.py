@@ -109,3 +109,13 @@ def test_real_nccl_debug_log_is_parsed(runs_dir):
     assert (df.kind == "version").any() and (df.kind == "init_complete").sum() == res.nproc
     if res.nproc >= 2:
         assert len(channel_table(df)) > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not has_gpus(2), reason="needs 2 CUDA GPUs (NCCL channels)")
+def test_p2p_disable_changes_the_transport_in_the_table(runs_dir):
+    from nbhelpers.nccllog import nccl_transport_ab
+
+    t = nccl_transport_ab(settings=({}, {"NCCL_P2P_DISABLE": "1"}), nproc=2)
+    assert (t["status"] == "ok").all(), t
+    assert "P2P" not in (t.loc["NCCL_P2P_DISABLE=1", "transports"] or ""), t
