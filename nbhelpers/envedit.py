@@ -203,7 +203,7 @@ class EnvEditor:
         self.result.value = f"<i>running {html.escape(self.worker)} on {self.nproc} ranks ...</i>"
         res = launch(self.worker, ["--timeout", str(cfg.timeout_s), *probe_kw.pop("args", [])], nproc=self.nproc,
                      env=cfg.env, live=False, name=f"{self.worker}-{cfg.name}",
-                     timeout=probe_kw.pop("run_timeout", 3 * cfg.timeout_s + 30), **probe_kw)
+                     timeout=probe_kw.pop("run_timeout", max(60.0, 3 * cfg.timeout_s + 30)), **probe_kw)
         self.last_result = res
         self.result.value = res._repr_html_()
         return res
