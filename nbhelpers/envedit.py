@@ -4,8 +4,8 @@
     ed.set("NCCL_DEBUG", "LOUD")        # False: refused, ed.status.value says why (same path as the Set button)
 
 A value is refused *before* anything launches when the linter calls it an error (not an integer, not
-an accepted value, out of range, an interface this host lacks, a name nothing reads) or when the name
-is not a variable the catalog or NCCL/PyTorch know.  Warnings (deprecated names, debug settings) are
+an accepted value, out of range, an interface this host lacks, a name nothing reads), when NCCL retired
+the name (it has no effect), or when the name is not a variable the catalog or NCCL/PyTorch know.  Warnings (deprecated names, debug settings) are
 accepted and shown in the live lint table.  Every answer goes into ``ipywidgets.HTML`` widgets (never an
 ``Output`` widget, which stalls headless runs), so tests drive the widget objects without a browser.
 """
@@ -128,7 +128,7 @@ class EnvEditor:
         if value == "":
             return f"Give {name} a value (use Remove to unset it)."
         errors = [f for f in lint_env({**self.env, name: value}, interfaces=self.interfaces)
-                  if f.level == "error" and f.name == name]
+                  if f.name == name and (f.level == "error" or f.rule == "retired")]  # retired: has no effect
         return " ".join(f"{f.message} Fix: {f.fix}" for f in errors)
 
     def set(self, name: str, value: str) -> bool:

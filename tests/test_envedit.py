@@ -128,3 +128,8 @@ def test_launch_button_runs_a_checked_config_for_real(runs_dir):
     assert "ok</b>" in ed.result.value
     assert "--timeout 10" in " ".join(res.command)
     assert any(e.get("threads") == 1 for e in res.events if e.get("stage") == "compute")
+
+
+def test_retired_nccl_names_are_refused_because_they_do_nothing(ed):
+    type_and_set(ed, "NCCL_IB_GDR_LEVEL", "2")
+    assert ed.env == {} and "NCCL_NET_GDR_LEVEL" in ed.status.value
