@@ -24,13 +24,18 @@ _EXPORTS = {
     "launch_ssh": "multinode",
     "Lab": "netlab", "run_lab": "netlab", "run_fault": "netlab",
     "record": "recording", "run_all": "report", "export_report": "export", "export_button": "export",
-    "WorkbookError": "errors", "PortInUseError": "errors", "LaunchError": "errors",
     "race": "ckptrace", "variant_table": "ckptrace", "error_table": "ckptrace", "race_timeline": "ckptrace",
     "trials_frame": "ckptrace", "sigkill_test": "ckptrace", "rank0_collective": "ckptrace",
     "CheckpointManager": "checkpoint", "CheckpointError": "checkpoint", "atomic_save": "checkpoint",
     "safe_load": "checkpoint", "has_end_record": "checkpoint", "explain_torn": "checkpoint",
     "truncated_copy": "torncauses", "full_disk": "torncauses", "race_cause": "torncauses",
     "causes_frame": "torncauses", "shm_dataloader": "shm", "shm_frame": "shm",
+    "WorkbookError": "errors", "PortInUseError": "errors", "LaunchError": "errors", "ConfigError": "errors",
+    "Config": "launchconfig", "env_editor": "envedit", "EnvEditor": "envedit",
+    "preset": "presets", "presets_frame": "presets", "seed_lint_frame": "presets",
+    "ab_test": "abtest", "ABResult": "abtest",
+    "parse_nccl": "nccllog", "channel_table": "nccllog", "nccl_summary": "nccllog", "nccl_chart": "nccllog",
+    "nccl_sample": ("nccllog", "sample_log"), "nccl_debug_run": "nccllog", "nccl_transport_ab": "nccllog", "nccl_effects": ("nccllog", "effects_frame"),
 }
 
 

@@ -33,3 +33,14 @@ class LaunchError(WorkbookError):
         self.log_tail = log_tail
         super().__init__(what + (f"\n--- torchrun log (tail) ---\n{log_tail}" if log_tail else ""),
                          "read the torchrun log above; check that torch is installed in this kernel's environment.")
+
+
+class ConfigError(WorkbookError):
+    """A launch configuration that would fail or mislead: refused before anything is started."""
+
+    def __init__(self, config: str, problems: list[str]):
+        self.config, self.problems = config, list(problems)
+        listing = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"Config {config!r} was refused before launch:\n{listing}",
+                         "fix the values named above (the fix is given with each), or pass check=False to run it "
+                         "anyway and see the failure for real.")

@@ -9,6 +9,12 @@ Run by hand (healthy, then a straggler that rank 0 will time out on after 5 s)::
     torchrun --nproc-per-node 2 -m nbhelpers.workers.probe
     torchrun --nproc-per-node 2 -m nbhelpers.workers.probe --timeout 5 --fault stall --fault-rank 1
 
+A collective mismatch (rank 1's large all_reduce has twice the elements): gloo aborts the process
+(SIGABRT) unless ``TORCH_DISTRIBUTED_DEBUG=DETAIL`` is set, which names the mismatch in a Python error::
+
+    torchrun --nproc-per-node 2 -m nbhelpers.workers.probe --timeout 5 --fault mismatch
+    TORCH_DISTRIBUTED_DEBUG=DETAIL torchrun --nproc-per-node 2 -m nbhelpers.workers.probe --timeout 5 --fault mismatch
+
 From a notebook: ``nbhelpers.probe(nproc=2, fault="stall")``.
 """
 from __future__ import annotations
@@ -22,7 +28,7 @@ from .common import closed_port, device_for, exit_now, init, log, pick_backend
 
 STAGES = ["fingerprint", "rendezvous", "device", "small_allreduce", "barrier",
           "large_allreduce", "allgather_broadcast", "destroy"]
-FAULTS = ["none", "never-join", "stall", "exit", "wrong-port"]
+FAULTS = ["none", "never-join", "stall", "exit", "wrong-port", "mismatch"]
 
 
 class CheckFailed(RuntimeError):
@@ -101,6 +107,9 @@ def main(argv=None) -> None:
     inject(args, rank, "large_allreduce")
     with stage("large_allreduce", size_mb=args.size_mb) as out:
         n = int(args.size_mb * 2**20 / 4)
+        if args.fault == "mismatch" and rank == args.fault_rank:
+            n *= 2
+            log(f"fault: large all_reduce with {n} elements instead of {n // 2} (a shape mismatch)")
         t = torch.full((n,), float(rank + 1), device=dev)
         t0 = time.perf_counter()
         dist.all_reduce(t)
