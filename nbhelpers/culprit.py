@@ -3,6 +3,11 @@
 The first rank to raise is usually a victim: when rank 1 stalls, rank 0 is the one that times out,
 and torchrun's "Root Cause" names rank 0.  The rules, in order:
 
+0. **desync**: ranks that trace their collectives (events with ``seq``, ``call``, ``op``, ``shape``,
+   as :mod:`nbhelpers.workers.desync` writes them) disagree about their n-th collective; the rank
+   whose call differs from the majority's (it skipped one, added one, or sent another shape) is
+   the cause.  With two ranks there is no majority: the rule stays silent.
+
 1. **crashed**: a rank that died on its own (non-zero exit or a signal nobody sent it) with no
    error of the waiting kind is the cause; others then lose their connection to it.
 2. **named**: a waiting rank's error names the rank it waited for (the store key it waited on,
@@ -156,6 +161,15 @@ def find_culprit(views: list[RankView], status: str, stop_time: float | None = N
         evidence = evidence + [f"rank {culprit}: {ln}" for ln in by_rank[culprit].unreachable_lines()[:2]]
         return Verdict(culprit, kind, reason, evidence, victims, first, blamed)
 
+    # 0. the ranks' traced collective sequences disagree: the odd one out
+    odd = desync(views)
+    if odd is not None:
+        r, seq, mine, theirs, agree = odd
+        return verdict(r, "desync", f"rank {r}'s collective #{seq} was {_fp_text(mine)} while ranks "
+                       f"{', '.join(map(str, agree))} called {_fp_text(theirs)}: rank {r} left the common sequence",
+                       [f"rank {v.rank}: " + " -> ".join(_fp_text(f) for f in sequence(v)[max(0, seq - 3):seq])
+                        for v in views])
+
     # 1. crashed on its own, not merely because a peer went away or a wait timed out
     crashed = [v for v in views if v.crashed and not _is_victim_error(v.error)]
     if crashed:
@@ -219,6 +233,41 @@ def find_culprit(views: list[RankView], status: str, stop_time: float | None = N
     return Verdict(None, "unknown", f"no rank stands out: every rank was in {', '.join(where)} "
                    "(all waiting on each other, or on the network); read the stack dumps", [],
                    {v.rank: _victim_reason(v, None) for v in views}, first, blamed)
+
+
+def sequence(v: RankView) -> list[tuple]:
+    """This rank's traced collectives in call order: (call, op, shape) per ``seq``."""
+    seen = {}
+    for e in v.events:
+        if e.get("status") == "running" and isinstance(e.get("seq"), int):
+            seen[e["seq"]] = (e.get("call"), e.get("op"), tuple(e.get("shape") or ()))
+    return [seen[k] for k in sorted(seen)]
+
+
+def desync(views: list[RankView]):
+    """(rank, seq, its call, the majority's call, agreeing ranks) at the first collective where one rank
+    differs from a strict majority; None when the traced sequences agree (or nobody traced)."""
+    seqs = {v.rank: sequence(v) for v in views}
+    if sum(1 for s in seqs.values() if s) < 3:
+        return None
+    for i in range(max(len(s) for s in seqs.values())):
+        have = {r: s[i] for r, s in seqs.items() if len(s) > i}
+        if len(set(have.values())) <= 1:
+            continue
+        counts: dict[tuple, list[int]] = {}
+        for r, fp in have.items():
+            counts.setdefault(fp, []).append(r)
+        major, agree = max(counts.items(), key=lambda kv: len(kv[1]))
+        odd = [r for r in have if have[r] != major]
+        if len(agree) * 2 > len(seqs) and len(odd) == 1:
+            return odd[0], i + 1, have[odd[0]], major, agree
+        return None
+    return None
+
+
+def _fp_text(fp: tuple) -> str:
+    call, op, shape = fp
+    return f"'{call}' ({op} {list(shape)})"
 
 
 def _is_victim_error(err: str | None) -> bool:
