@@ -18,6 +18,11 @@ _EXPORTS = {
     "paste_box": "doctor", "show_findings": "doctor", "findings_frame": "doctor",
     "supervise": "supervise",
     "lint_env": "lint", "lint_frame": ("lint", "findings_frame"), "env_catalog": ("envcatalog", "to_frame"),
+    "sweep": "sweep", "sweep_chart": "sweep", "peak_busbw": "sweep", "bus_factor": "busbw",
+    "parse_watchdog": "watchdog", "watchdog_frame": "watchdog", "slow_or_stuck": "watchdog",
+    "chunked_all_reduce": "chunked", "compare_chunking": "chunked", "missing_rank": "chunked",
+    "scenario": "desync", "desync_gallery": ("desync", "gallery"), "sequences": "desync",
+    "sequence_chart": "desync", "flight_recorder": "desync", "timeouts": "desync",
     "WorkbookError": "errors", "PortInUseError": "errors", "LaunchError": "errors",
 }
 

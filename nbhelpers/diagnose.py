@@ -80,6 +80,10 @@ REMEDIES = {
                "OOM killer (check `dmesg`); SIGABRT/SIGSEGV a C++ failure. The other ranks' errors are consequences.",
     "unreachable": "That rank cannot reach the rendezvous store or a peer: check MASTER_ADDR/MASTER_PORT on every "
                    "rank, the firewall, and the interface (GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME); notebook 05.",
+    "desync": "That rank left the common sequence of collectives: it skipped one, called one the others did not "
+              "(an `if rank == 0:` around code that communicates), or sent another shape. Make every rank make the "
+              "same calls in the same order; when a rank must skip, agree on it first with a small all_reduce of "
+              "an error flag (notebook 03). TORCH_DISTRIBUTED_DEBUG=DETAIL reports mismatches at once.",
     "error": "That rank raised an error of its own; fix it and the rest follows.",
     "unknown": "No rank stands out: all were waiting in the same stage. Compare the stack dumps, then suspect the "
                "network (notebook 05) or a collective mismatch (notebook 03).",
