@@ -23,6 +23,7 @@ _EXPORTS = {
     "chunked_all_reduce": "chunked", "compare_chunking": "chunked", "missing_rank": "chunked",
     "scenario": "desync", "desync_gallery": ("desync", "gallery"), "sequences": "desync",
     "sequence_chart": "desync", "flight_recorder": "desync", "timeouts": "desync",
+    "rank_errors": ("desync", "errors"),
     "WorkbookError": "errors", "PortInUseError": "errors", "LaunchError": "errors",
 }
 

@@ -10,6 +10,8 @@ the whole process on a size mismatch, so none of this may run in the kernel).
 """
 from __future__ import annotations
 
+import re
+
 from .launcher import RunResult, launch
 
 FAULTY = ("straggler", "skip", "shape", "rank0-only", "crash")
@@ -36,6 +38,15 @@ def guilty_rank(name: str, fault_rank: int = 1) -> int | None:
     return None if name in ("none", "eval-agreed") else 0 if name == "rank0-only" else fault_rank
 
 
+_SRC = re.compile(r"\[[^\]\s]*\.(?:cc|cpp|h):\d+\]\s*")
+_ABORT = re.compile(r"EnforceNotMet|terminate called|what\(\):|Received data size")
+
+
+def _short(line: str) -> str:
+    """An error line without gloo's source-path prefix."""
+    return _SRC.sub("", line).strip()
+
+
 def first_error(res: RunResult) -> str:
     err = next((e.get("error") for e in sorted(res.events, key=lambda e: e["t"]) if e.get("status") == "fail"), None)
     if not err:
@@ -44,7 +55,7 @@ def first_error(res: RunResult) -> str:
                 return f"rank {r} killed by {res.records[r]['signal']}"
         return ""
     lines = [ln for ln in err.splitlines() if ln.strip()]
-    return lines[-1][:160] if lines else ""
+    return _short(lines[-1])[:200] if lines else ""
 
 
 def gallery(names=FAULTY, *, nproc: int = 3, fault_rank: int = 1, timeout: float = 3.0, **kw):
@@ -132,3 +143,21 @@ def timeouts(*, pg_timeout: float = 3.0, wait_timeout: float = 1.0, monitored_ti
     table = pd.DataFrame(rows).set_index("mechanism")
     table.attrs["result"] = res
     return table
+
+
+def errors(res: RunResult):
+    """Per rank: exit code or signal, and the last line of the error its failing collective raised."""
+    import pandas as pd
+
+    rows = []
+    for r in range(res.nproc):
+        rec = res.records.get(r, {})
+        err = next((e.get("error") for e in res.events if e.get("rank") == r and e.get("status") == "fail"), None)
+        lines = [ln for ln in (err or "").splitlines() if ln.strip()]
+        if not lines:  # killed in C++ (SIGABRT): the abort message is in the log, not in an event
+            found = [ln for ln in res.logs.get(r, "").splitlines() if _ABORT.search(ln)]
+            lines = sorted(found, key=lambda ln: "size" not in ln)[:1]
+        rows.append({"rank": r, "exit": rec.get("returncode"),
+                     "signal": rec.get("signal") if not rec.get("stop_signal") else f"(stopped: {rec['stop_signal']})",
+                     "error": _short(lines[-1])[:300] if lines else ""})
+    return pd.DataFrame(rows).set_index("rank")

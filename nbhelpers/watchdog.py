@@ -105,7 +105,7 @@ def watchdog_frame(text: str):
     return df
 
 
-@dataclass
+@dataclass(repr=False)
 class SlowOrStuck:
     verdict: str                   # "stuck", "slow", "suspicious" or "unknown"
     summary: str
@@ -119,6 +119,8 @@ class SlowOrStuck:
     def __str__(self) -> str:
         return "\n".join([f"{self.verdict.upper()}: {self.summary}", *("  " + a for a in self.arithmetic),
                           *("- " + n for n in self.notes)])
+
+    __repr__ = __str__
 
     def _repr_markdown_(self) -> str:
         arith = "\n".join(f"    {a}" for a in self.arithmetic)
