@@ -1,4 +1,4 @@
-"""A bare torch timing loop (the baseline for bench_sweep): sizes in bytes as argv, JSON per size on stdout."""
+"""A bare torch timing loop (the baseline for bench_sweep): sizes in bytes as argv; JSON lines per rank in $BARE_OUT."""
 import json
 import os
 import sys
@@ -9,6 +9,7 @@ import torch.distributed as dist
 
 dist.init_process_group("gloo")
 iters = int(os.environ.get("BARE_ITERS", "5"))
+results = []
 for size in map(int, sys.argv[1:]):
     t = torch.zeros(size // 4)
     for _ in range(2):
@@ -19,5 +20,7 @@ for size in map(int, sys.argv[1:]):
         t0 = time.perf_counter()
         dist.all_reduce(t)
         times.append(time.perf_counter() - t0)
-    print("BARE " + json.dumps({"rank": dist.get_rank(), "bytes": size, "time": sum(times) / len(times)}), flush=True)
+    results.append({"rank": dist.get_rank(), "bytes": size, "time": sum(times) / len(times)})
 dist.destroy_process_group()
+with open(os.path.join(os.environ["BARE_OUT"], f"rank{results[0]['rank']}.json"), "w") as fh:
+    json.dump(results, fh)

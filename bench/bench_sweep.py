@@ -12,6 +12,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from nbhelpers.chunked import compare_chunking
@@ -24,14 +25,15 @@ BARE = Path(__file__).resolve().parent / "_bare_allreduce.py"
 
 
 def bare() -> dict[int, float]:
-    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--rdzv-backend",
-                          "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}", str(BARE), *map(str, SIZES)],
-                         capture_output=True, text=True, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     per: dict[int, float] = {}
-    for line in out.stdout.splitlines():
-        if "BARE " in line:
-            d = json.loads(line.split("BARE ", 1)[1])
-            per[d["bytes"]] = max(per.get(d["bytes"], 0.0), d["time"])
+    with tempfile.TemporaryDirectory() as out:
+        subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--rdzv-backend",
+                        "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}", str(BARE), *map(str, SIZES)],
+                       capture_output=True, text=True, check=True,
+                       env={**os.environ, "OMP_NUM_THREADS": "1", "BARE_OUT": out})
+        for f in Path(out).glob("rank*.json"):
+            for d in json.loads(f.read_text()):
+                per[d["bytes"]] = max(per.get(d["bytes"], 0.0), d["time"])
     return {s: s / t / 1e9 for s, t in per.items()}  # 2 ranks: busbw = algbw
 
 

@@ -40,3 +40,9 @@ def test_a_missing_rank_hangs_the_first_chunk_until_its_bound(runs_dir):
     fail = res.stages.query("rank == 0 and stage == 'chunked 1 MiB'").iloc[0]
     assert fail["status"] == "fail" and "chunk 1/4" in fail["error"] and isinstance(ChunkTimeout.__mro__[1](), RuntimeError)
     assert 1.8 < fail["seconds"] < 10  # bounded by the chunk timeout, not the 60 s the rank stays away
+
+
+@pytest.mark.skipif(not __import__("conftest").has_gpus(2), reason="needs 2 GPUs for an NCCL world")
+def test_chunked_on_nccl(runs_dir):
+    table = compare_chunking(16, (4,), reps=2, live=False)  # the worker picks nccl when each rank has a GPU
+    assert (table["check"] == "ok").all()

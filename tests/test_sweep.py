@@ -27,3 +27,10 @@ def test_real_sweep_checks_every_size(runs_dir, op):
     assert (t["check"] == "ok").all() and (t["ranks reporting"] == 2).all()
     assert (t["busbw GB/s"] > 0).all() and peak_busbw(t) > 0
     assert len(sweep_chart(t).data) == 3
+
+
+@pytest.mark.skipif(not __import__("conftest").has_gpus(2), reason="needs 2 GPUs for an NCCL world")
+def test_nccl_sweep_on_gpus(runs_dir):
+    t = sweep("1M:16M:4", backend="nccl", iters=5, live=False)
+    assert (t["check"] == "ok").all() and t.attrs["result"].ok
+    assert t.attrs["result"].events[0].get("backend") == "nccl"
