@@ -22,7 +22,7 @@ _EXPORTS = {
     "parse_watchdog": "watchdog", "watchdog_frame": "watchdog", "slow_or_stuck": "watchdog",
     "chunked_all_reduce": "chunked", "compare_chunking": "chunked", "missing_rank": "chunked",
     "scenario": "desync", "desync_gallery": ("desync", "gallery"), "sequences": "desync",
-    "sequence_chart": "desync", "flight_recorder": "desync", "timeouts": "desync",
+    "sequence_chart": "desync", "flight_recorder": "desync", "timeouts": "timeouts",
     "rank_errors": ("desync", "errors"),
     "WorkbookError": "errors", "PortInUseError": "errors", "LaunchError": "errors",
 }

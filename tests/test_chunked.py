@@ -38,7 +38,8 @@ def test_a_missing_rank_hangs_the_first_chunk_until_its_bound(runs_dir):
     res = missing_rank(4, 1, chunk_timeout=2, stall=60, live=False)
     assert res.status == "failed" and res.culprit == 1, res.verdict
     fail = res.stages.query("rank == 0 and stage == 'chunked 1 MiB'").iloc[0]
-    assert fail["status"] == "fail" and "chunk 1/4" in fail["error"] and isinstance(ChunkTimeout.__mro__[1](), RuntimeError)
+    assert fail["status"] == "fail" and "chunk 1/4" in fail["error"]
+    assert issubclass(ChunkTimeout, RuntimeError)  # a victim-kind error: the culprit logic looks past it
     assert 1.8 < fail["seconds"] < 10  # bounded by the chunk timeout, not the 60 s the rank stays away
 
 

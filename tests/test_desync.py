@@ -2,7 +2,8 @@
 import pytest
 
 from nbhelpers.culprit import RankView, desync, find_culprit
-from nbhelpers.desync import guilty_rank, scenario, sequences, timeouts
+from nbhelpers.desync import guilty_rank, scenario, sequences
+from nbhelpers.timeouts import timeouts
 
 
 def traced(rank, calls, t0=0.0):
