@@ -6,7 +6,9 @@ and torchrun's "Root Cause" names rank 0.  The rules, in order:
 0. **desync**: ranks that trace their collectives (events with ``seq``, ``call``, ``op``, ``shape``,
    as :mod:`nbhelpers.workers.desync` writes them) disagree about their n-th collective; the rank
    whose call differs from the majority's (it skipped one, added one, or sent another shape) is
-   the cause.  With two ranks there is no majority: the rule stays silent.
+   the cause.  With two ranks there is no majority: a rank that failed on its own just before is
+   named; otherwise the verdict says the ranks disagree and names nobody (the rank that aborted
+   on the size mismatch is not the culprit, and no later rule may pretend it is).
 
 1. **crashed**: a rank that died on its own (non-zero exit or a signal nobody sent it) with no
    error of the waiting kind is the cause; others then lose their connection to it.
@@ -162,13 +164,28 @@ def find_culprit(views: list[RankView], status: str, stop_time: float | None = N
         return Verdict(culprit, kind, reason, evidence, victims, first, blamed)
 
     # 0. the ranks' traced collective sequences disagree: the odd one out
-    odd = desync(views)
-    if odd is not None:
-        r, seq, mine, theirs, agree = odd
-        return verdict(r, "desync", f"rank {r}'s collective #{seq} was {_fp_text(mine)} while ranks "
-                       f"{', '.join(map(str, agree))} called {_fp_text(theirs)}: rank {r} left the common sequence",
-                       [f"rank {v.rank}: " + " -> ".join(_fp_text(f) for f in sequence(v)[max(0, seq - 3):seq])
-                        for v in views])
+    split = desync(views)
+    if split is not None:
+        seq, have, odd, agree = split["seq"], split["have"], split["odd"], split["agree"]
+        evidence = [f"rank {v.rank}: " + " -> ".join(_fp_text(f) for f in sequence(v)[max(0, seq - 3):seq])
+                    for v in views]
+        if odd is not None:
+            return verdict(odd, "desync", f"rank {odd}'s collective #{seq} was {_fp_text(have[odd])} while ranks "
+                           f"{', '.join(map(str, agree))} called {_fp_text(have[agree[0]])}: rank {odd} left the "
+                           "common sequence", evidence)
+        own = {v.rank: err for v in views if v.rank in have and (err := _own_error_before(v, _seq_time(v, seq)))}
+        if len(own) == 1:
+            r, err = next(iter(own.items()))
+            return verdict(r, "desync", f"the ranks disagree at collective #{seq}, and rank {r} had just "
+                           f"failed on its own ({err.splitlines()[-1][:120]}) and left the common sequence",
+                           evidence + [f"rank {r}: {err}"])
+        calls = "; ".join(f"rank {r}: {_fp_text(fp)}" for r, fp in sorted(have.items()))
+        return Verdict(None, "desync", f"the ranks disagree at collective #{seq} ({calls}) and no majority says "
+                       "which one left the common sequence (with two ranks a skipped call looks like an extra one, "
+                       "and a short tensor like a long one), and the rank that aborts (SIGABRT on a size mismatch) is "
+                       "whichever received more than it expected, not the culprit. Read both call sites, or rerun "
+                       "with 3 ranks", evidence,
+                       {v.rank: _victim_reason(v, None) for v in views}, first, blamed)
 
     # 1. crashed on its own, not merely because a peer went away or a wait timed out
     crashed = [v for v in views if v.crashed and not _is_victim_error(v.error)]
@@ -244,11 +261,12 @@ def sequence(v: RankView) -> list[tuple]:
     return [seen[k] for k in sorted(seen)]
 
 
-def desync(views: list[RankView]):
-    """(rank, seq, its call, the majority's call, agreeing ranks) at the first collective where one rank
-    differs from a strict majority; None when the traced sequences agree (or nobody traced)."""
+def desync(views: list[RankView]) -> dict | None:
+    """The first collective number at which the ranks' traced calls differ: ``seq``, each rank's call
+    there (``have``), the ``odd`` rank when one rank differs from a strict majority (else None) and
+    the majority (``agree``).  None when the sequences agree (or fewer than two ranks traced)."""
     seqs = {v.rank: sequence(v) for v in views}
-    if sum(1 for s in seqs.values() if s) < 3:
+    if sum(1 for s in seqs.values() if s) < 2:
         return None
     for i in range(max(len(s) for s in seqs.values())):
         have = {r: s[i] for r, s in seqs.items() if len(s) > i}
@@ -259,10 +277,20 @@ def desync(views: list[RankView]):
             counts.setdefault(fp, []).append(r)
         major, agree = max(counts.items(), key=lambda kv: len(kv[1]))
         odd = [r for r in have if have[r] != major]
-        if len(agree) * 2 > len(seqs) and len(odd) == 1:
-            return odd[0], i + 1, have[odd[0]], major, agree
-        return None
+        single = len(agree) * 2 > len(seqs) and len(odd) == 1
+        return {"seq": i + 1, "have": have, "odd": odd[0] if single else None, "agree": agree if single else []}
     return None
+
+
+def _own_error_before(v: RankView, t: float) -> str | None:
+    """The first error of this rank's own (not a timeout, not a lost peer) raised before time ``t``."""
+    return next((e["error"] for e in v.events if e.get("status") == "fail" and e.get("error")
+                 and e["t"] <= t and not _is_victim_error(e["error"])), None)
+
+
+def _seq_time(v: RankView, seq: int) -> float:
+    """When this rank entered its collective number ``seq``."""
+    return next((e["t"] for e in v.events if e.get("seq") == seq and e.get("status") == "running"), float("inf"))
 
 
 def _fp_text(fp: tuple) -> str:

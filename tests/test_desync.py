@@ -42,13 +42,28 @@ def test_an_extra_call_on_rank_zero_is_named():
 def test_a_shape_difference_is_named_and_two_ranks_give_no_majority():
     g_small = ("grads", "all_reduce", [1000])
     views = [RankView(0, traced(0, [G, G])), RankView(1, traced(1, [G, g_small])), RankView(2, traced(2, [G, G]))]
-    assert desync(views)[:2] == (1, 2)
-    assert desync(views[:2]) is None  # with two ranks a skip and an extra call look alike
+    split = desync(views)
+    assert (split["odd"], split["seq"]) == (1, 2)
+    two = desync(views[:2])
+    assert two["seq"] == 2 and two["odd"] is None  # with two ranks a skip and an extra call look alike
+    v = find_culprit(views[:2], "failed")
+    assert v.culprit is None and v.kind == "desync" and "no majority" in v.reason
+
+
+def test_two_ranks_a_rank_that_failed_on_its_own_before_leaving_is_named():
+    r0 = fail(traced(0, [G, L, ("eval metrics", "all_reduce", [4])]))
+    r1 = traced(1, [G, L])
+    r1.append({"rank": 1, "stage": "eval", "status": "fail", "t": 2.7, "error": "EvalFailed: rank 1: bad batch"})
+    r1 += traced(1, [G, L, G])[-1:]
+    r1[-1]["t"] = 2.8
+    v = find_culprit([RankView(0, r0), RankView(1, r1)], "failed")
+    assert v.culprit == 1 and v.kind == "desync" and "on its own" in v.reason
 
 
 def test_a_rank_that_is_merely_behind_is_no_desync():
     views = [RankView(0, traced(0, [G, L, G])), RankView(1, traced(1, [G, L])), RankView(2, traced(2, [G, L, G]))]
     assert desync(views) is None  # only collectives every rank reached are compared
+    assert find_culprit(views, "timeout", stop_time=10).kind != "desync"
 
 
 @pytest.mark.parametrize("name", ["skip", "rank0-only"])
