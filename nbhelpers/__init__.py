@@ -36,6 +36,12 @@ _EXPORTS = {
     "ab_test": "abtest", "ABResult": "abtest",
     "parse_nccl": "nccllog", "channel_table": "nccllog", "nccl_summary": "nccllog", "nccl_chart": "nccllog",
     "nccl_sample": ("nccllog", "sample_log"), "nccl_debug_run": "nccllog", "nccl_transport_ab": "nccllog", "nccl_effects": ("nccllog", "effects_frame"),
+    "sweep": "sweep", "sweep_chart": "sweep", "peak_busbw": "sweep", "bus_factor": "busbw",
+    "parse_watchdog": "watchdog", "watchdog_frame": "watchdog", "slow_or_stuck": "watchdog",
+    "chunked_all_reduce": "chunked", "compare_chunking": "chunked", "missing_rank": "chunked",
+    "scenario": "desync", "desync_gallery": ("desync", "gallery"), "sequences": "desync",
+    "sequence_chart": "desync", "flight_recorder": "desync", "timeouts": "timeouts",
+    "rank_errors": ("desync", "errors"),
 }
 
 

@@ -3,6 +3,13 @@
 The first rank to raise is usually a victim: when rank 1 stalls, rank 0 is the one that times out,
 and torchrun's "Root Cause" names rank 0.  The rules, in order:
 
+0. **desync**: ranks that trace their collectives (events with ``seq``, ``call``, ``op``, ``shape``,
+   as :mod:`nbhelpers.workers.desync` writes them) disagree about their n-th collective; the rank
+   whose call differs from the majority's (it skipped one, added one, or sent another shape) is
+   the cause.  With two ranks there is no majority: a rank that failed on its own just before is
+   named; otherwise the verdict says the ranks disagree and names nobody (the rank that aborted
+   on the size mismatch is not the culprit, and no later rule may pretend it is).
+
 1. **crashed**: a rank that died on its own (non-zero exit or a signal nobody sent it) with no
    error of the waiting kind is the cause; others then lose their connection to it.
 2. **named**: a waiting rank's error names the rank it waited for (the store key it waited on,
@@ -167,6 +174,30 @@ def find_culprit(views: list[RankView], status: str, stop_time: float | None = N
         evidence = evidence + [f"rank {culprit}: {ln}" for ln in by_rank[culprit].unreachable_lines()[:2]]
         return Verdict(culprit, kind, reason, evidence, victims, first, blamed)
 
+    # 0. the ranks' traced collective sequences disagree: the odd one out
+    split = desync(views)
+    if split is not None:
+        seq, have, odd, agree = split["seq"], split["have"], split["odd"], split["agree"]
+        evidence = [f"rank {v.rank}: " + " -> ".join(_fp_text(f) for f in sequence(v)[max(0, seq - 3):seq])
+                    for v in views]
+        if odd is not None:
+            return verdict(odd, "desync", f"rank {odd}'s collective #{seq} was {_fp_text(have[odd])} while ranks "
+                           f"{', '.join(map(str, agree))} called {_fp_text(have[agree[0]])}: rank {odd} left the "
+                           "common sequence", evidence)
+        own = {v.rank: err for v in views if v.rank in have and (err := _own_error_before(v, _seq_time(v, seq)))}
+        if len(own) == 1:
+            r, err = next(iter(own.items()))
+            return verdict(r, "desync", f"the ranks disagree at collective #{seq}, and rank {r} had just "
+                           f"failed on its own ({err.splitlines()[-1][:120]}) and left the common sequence",
+                           evidence + [f"rank {r}: {err}"])
+        calls = "; ".join(f"rank {r}: {_fp_text(fp)}" for r, fp in sorted(have.items()))
+        return Verdict(None, "desync", f"the ranks disagree at collective #{seq} ({calls}) and no majority says "
+                       "which one left the common sequence (with two ranks a skipped call looks like an extra one, "
+                       "and a short tensor like a long one), and the rank that aborts (SIGABRT on a size mismatch) is "
+                       "whichever received more than it expected, not the culprit. Read both call sites, or rerun "
+                       "with 3 ranks", evidence,
+                       {v.rank: _victim_reason(v, None) for v in views}, first, blamed)
+
     # 1. crashed on its own, not merely because a peer went away or a wait timed out
     crashed = [v for v in views if v.crashed and not _is_victim_error(v.error)]
     if crashed:
@@ -257,6 +288,50 @@ def _unmatched(v: RankView, others: list[RankView], t_fail: float) -> str | None
     return (f"rank {v.rank} was waiting in a collective inside {where}, a stage rank{'s' if len(others) > 1 else ''} "
             f"{names} had finished without one: a collective only rank {v.rank} calls (e.g. inside "
             f"`if rank == {v.rank}:`)")
+def sequence(v: RankView) -> list[tuple]:
+    """This rank's traced collectives in call order: (call, op, shape) per ``seq``."""
+    seen = {}
+    for e in v.events:
+        if e.get("status") == "running" and isinstance(e.get("seq"), int):
+            seen[e["seq"]] = (e.get("call"), e.get("op"), tuple(e.get("shape") or ()))
+    return [seen[k] for k in sorted(seen)]
+
+
+def desync(views: list[RankView]) -> dict | None:
+    """The first collective number at which the ranks' traced calls differ: ``seq``, each rank's call
+    there (``have``), the ``odd`` rank when one rank differs from a strict majority (else None) and
+    the majority (``agree``).  None when the sequences agree (or fewer than two ranks traced)."""
+    seqs = {v.rank: sequence(v) for v in views}
+    if sum(1 for s in seqs.values() if s) < 2:
+        return None
+    for i in range(max(len(s) for s in seqs.values())):
+        have = {r: s[i] for r, s in seqs.items() if len(s) > i}
+        if len(set(have.values())) <= 1:
+            continue
+        counts: dict[tuple, list[int]] = {}
+        for r, fp in have.items():
+            counts.setdefault(fp, []).append(r)
+        major, agree = max(counts.items(), key=lambda kv: len(kv[1]))
+        odd = [r for r in have if have[r] != major]
+        single = len(agree) * 2 > len(seqs) and len(odd) == 1
+        return {"seq": i + 1, "have": have, "odd": odd[0] if single else None, "agree": agree if single else []}
+    return None
+
+
+def _own_error_before(v: RankView, t: float) -> str | None:
+    """The first error of this rank's own (not a timeout, not a lost peer) raised before time ``t``."""
+    return next((e["error"] for e in v.events if e.get("status") == "fail" and e.get("error")
+                 and e["t"] <= t and not _is_victim_error(e["error"])), None)
+
+
+def _seq_time(v: RankView, seq: int) -> float:
+    """When this rank entered its collective number ``seq``."""
+    return next((e["t"] for e in v.events if e.get("seq") == seq and e.get("status") == "running"), float("inf"))
+
+
+def _fp_text(fp: tuple) -> str:
+    call, op, shape = fp
+    return f"'{call}' ({op} {list(shape)})"
 
 
 def _is_victim_error(err: str | None) -> bool:

@@ -83,6 +83,10 @@ REMEDIES = {
     "unmatched": "That rank calls a collective the others never call, typically inside `if rank == 0:` (loading or "
                  "saving a checkpoint, logging, evaluation). Every rank must call every collective in the same order: "
                  "move it out of the branch. A longer timeout only makes the hang last longer (notebook 04).",
+    "desync": "That rank left the common sequence of collectives: it skipped one, called one the others did not "
+              "(an `if rank == 0:` around code that communicates), or sent another shape. Make every rank make the "
+              "same calls in the same order; when a rank must skip, agree on it first with a small all_reduce of "
+              "an error flag (notebook 03). TORCH_DISTRIBUTED_DEBUG=DETAIL reports mismatches at once.",
     "error": "That rank raised an error of its own; fix it and the rest follows.",
     "unknown": "No rank stands out: all were waiting in the same stage. Compare the stack dumps, then suspect the "
                "network (notebook 05) or a collective mismatch (notebook 03).",
