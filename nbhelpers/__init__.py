@@ -5,6 +5,9 @@ what it needs when called.
 """
 from __future__ import annotations
 
+import sys
+import types
+
 __version__ = "0.1.0"
 
 _EXPORTS = {
@@ -43,6 +46,24 @@ _EXPORTS = {
     "sequence_chart": "desync", "flight_recorder": "desync", "timeouts": "timeouts",
     "rank_errors": ("desync", "errors"),
 }
+
+
+class _Package(types.ModuleType):
+    """Keeps ``nb.classify``, ``nb.sweep``, ... the functions even after their submodules are imported.
+
+    Importing a submodule binds it on its package under its own name; where that name is also an exported
+    function (``nbhelpers.classify.classify``), the binding is skipped, so the function stays reachable
+    whatever was imported before.  The submodule itself: ``from nbhelpers.classify import ...`` or
+    ``importlib.import_module("nbhelpers.classify")``.
+    """
+
+    def __setattr__(self, name: str, value) -> None:
+        if isinstance(value, types.ModuleType) and name in _EXPORTS and _EXPORTS[name] in (name, (name, name)):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str):

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from conftest import SHARED
-from nbhelpers import classify as C
+import importlib
+
+C = importlib.import_module("nbhelpers.classify")
 from nbhelpers.categories import CATEGORIES
 
 DEV = SHARED / "corpus" / "real_failure_logs.dev.jsonl"
