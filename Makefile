@@ -18,7 +18,7 @@ run: setup            ## execute the notebooks headless; executed copies + repor
 	$(BIN)/python -m nbhelpers run-all
 
 test: setup           ## unit tests, then every notebook under nbval
-	$(BIN)/python -m pytest tests $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests --durations=12 $(PYTEST_ARGS)
 	$(BIN)/python -m pytest --nbval-lax --nbval-cell-timeout=600 -p no:cacheprovider notebooks $(PYTEST_ARGS)
 
 lab: setup            ## JupyterLab on notebooks/ with this venv as the kernel

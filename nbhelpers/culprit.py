@@ -102,6 +102,11 @@ class RankView:
         e = seen[-1]
         return f"{e['stage']} ({e['status']})"
 
+    def lost_peer(self) -> bool:
+        """The end of this rank's log says a peer went away (e.g. gloo's ``what(): ... Connection reset by peer``
+        before a SIGABRT): it died of another rank's death."""
+        return any(PEER_GONE.search(ln) for ln in self.log.splitlines()[-30:])
+
     def unreachable_lines(self) -> list[str]:
         return [ln.strip()[:300] for ln in self.log.splitlines() if UNREACHABLE.search(ln)]
 
@@ -199,9 +204,11 @@ def find_culprit(views: list[RankView], status: str, stop_time: float | None = N
                        {v.rank: _victim_reason(v, None) for v in views}, first, blamed)
 
     # 1. crashed on its own, not merely because a peer went away or a wait timed out
-    crashed = [v for v in views if v.crashed and not _is_victim_error(v.error)]
+    crashed = [v for v in views if v.crashed and not _is_victim_error(v.error) and not v.lost_peer()]
     if crashed:
-        v = min(crashed, key=lambda v: v.record.get("end") or 0)
+        # a rank that aborted (SIGABRT: gloo's C++ throws when a peer vanishes or sends the wrong size) is
+        # named only when no other rank died: exit records of near-simultaneous deaths can come in either order
+        v = min(crashed, key=lambda v: (v.record.get("signal") == "SIGABRT", v.record.get("end") or 0))
         ev = [f"rank {v.rank}: {_signal_text(v.record)}"] + ([v.error] if v.error else [])
         return verdict(v.rank, "crashed", f"rank {v.rank} {_signal_text(v.record)} (last seen in "
                        f"{v.last_seen(v.record.get('end') or t_fail)}); the others then failed waiting for it", ev)

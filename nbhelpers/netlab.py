@@ -30,6 +30,8 @@ import time
 import uuid
 from dataclasses import dataclass
 
+import psutil
+
 from .errors import WorkbookError
 
 PREFIX = "nbh5-"
@@ -77,16 +79,6 @@ def namespaces() -> list[str]:
     return [line.split()[0] for line in out.splitlines() if line.startswith(PREFIX)]
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def kill_inside(ns: str, grace: float = 2.0) -> int:
     """TERM every process inside ``ns``, wait up to ``grace`` s, KILL the rest; returns how many there were."""
     pids = [int(p) for p in sh("ip", "netns", "pids", ns, check=False).stdout.split()]
@@ -97,7 +89,7 @@ def kill_inside(ns: str, grace: float = 2.0) -> int:
             except ProcessLookupError:
                 pass
         deadline = time.monotonic() + (grace if sig == signal.SIGTERM else 3.0)
-        while time.monotonic() < deadline and any(_pid_alive(p) and not _zombie(p) for p in pids):
+        while time.monotonic() < deadline and any(psutil.pid_exists(p) and not _zombie(p) for p in pids):
             time.sleep(0.05)
     return len(pids)
 
@@ -122,7 +114,7 @@ def cleanup_stale(everything: bool = False) -> list[str]:
         m = NAME.match(ns)
         if ns in _open and not everything:
             continue
-        if everything or m is None or not _pid_alive(int(m.group(1))):
+        if everything or m is None or not psutil.pid_exists(int(m.group(1))):
             delete_namespace(ns)
             removed.append(ns)
     return removed

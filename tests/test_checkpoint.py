@@ -1,6 +1,5 @@
 """nbhelpers.checkpoint for real: torn files, rotation, manifest, stale temps, and a writer SIGKILLed mid-save."""
 import json
-import os
 import subprocess
 import sys
 

@@ -1,4 +1,3 @@
-import signal
 import subprocess
 import sys
 

@@ -18,7 +18,7 @@ import statistics
 import time
 
 from ..events import stage
-from .common import device_for, init, log, pick_backend
+from .common import join, log, sync
 
 
 def parse_args(argv=None):
@@ -33,22 +33,13 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-def _sync(dev) -> None:
-    if dev.type == "cuda":
-        import torch
-
-        torch.cuda.synchronize(dev)
-
 
 def main(argv=None) -> None:
     args = parse_args(argv)
     import torch
 
-    backend = pick_backend(args.backend)
-    with stage("rendezvous", backend=backend, timeout=args.timeout):
-        dist = init(backend, args.timeout)
+    dist, dev = join(args.backend, args.timeout)
     world = dist.get_world_size()
-    dev = device_for(backend)
 
     if args.matmul > 0:
         with stage("compute", n=args.matmul) as out:
@@ -57,7 +48,7 @@ def main(argv=None) -> None:
             for _ in range(args.matmul_iters + 1):
                 t0 = time.perf_counter()
                 (a @ a).sum().item()
-                _sync(dev)
+                sync(dev)
                 times.append(time.perf_counter() - t0)
             out.update(step_ms=statistics.median(times[1:]) * 1e3, threads=torch.get_num_threads())
         log(f"compute: {args.matmul}x{args.matmul} matmul {out['step_ms']:.2f} ms/step with "
@@ -71,10 +62,10 @@ def main(argv=None) -> None:
             t = torch.ones(n, device=dev)
             times = []
             for _ in range(args.iters + 1):
-                _sync(dev)
+                sync(dev)
                 t0 = time.perf_counter()
                 dist.all_reduce(t)
-                _sync(dev)
+                sync(dev)
                 times.append(time.perf_counter() - t0)
             secs = statistics.median(times[1:])
             algbw = n * 4 / secs / 1e9

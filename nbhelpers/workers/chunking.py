@@ -13,12 +13,11 @@ Run by hand::
 from __future__ import annotations
 
 import argparse
-import os
 import time
 
 from ..chunked import PeakRSS, chunk_plan, chunked_all_reduce
 from ..events import emit, stage
-from .common import device_for, init, log, pick_backend
+from .common import join, log, sync
 
 
 def parse_args(argv=None):
@@ -39,10 +38,7 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     import torch
 
-    backend = pick_backend(args.backend)
-    with stage("rendezvous", backend=backend, timeout=args.timeout):
-        dist = init(backend, args.timeout)
-        dev = device_for(backend)
+    dist, dev = join(args.backend, args.timeout)
     rank, world = dist.get_rank(), dist.get_world_size()
     numel = int(args.size_mb * 2**20 / 4)
     t = torch.empty(numel, device=dev)
@@ -82,8 +78,7 @@ def main(argv=None) -> None:
                         chunked_all_reduce(t, chunk, timeout_s=args.chunk_timeout)
                     else:
                         dist.all_reduce(t)
-                    if dev.type == "cuda":
-                        torch.cuda.synchronize(dev)
+                    sync(dev)
                     times.append(time.perf_counter() - t0)
                 peaks.append(mem.extra_bytes)
                 if (t.min().item(), t.max().item()) != (want, want):

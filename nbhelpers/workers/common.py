@@ -45,6 +45,27 @@ def init(backend: str, timeout_s: float):
     return dist
 
 
+def join(requested: str, timeout_s: float):
+    """Pick the backend, ``init_process_group`` inside a ``rendezvous`` stage event, take this rank's device.
+
+    Returns ``(dist, dev)``; every collective worker starts with it."""
+    from ..events import stage
+
+    backend = pick_backend(requested)
+    with stage("rendezvous", backend=backend, timeout=timeout_s):
+        dist = init(backend, timeout_s)
+        dev = device_for(backend)
+    return dist, dev
+
+
+def sync(dev) -> None:
+    """Wait for the device's queued work (a no-op on the CPU), so that timings cover the collective itself."""
+    if dev.type == "cuda":
+        import torch
+
+        torch.cuda.synchronize(dev)
+
+
 def closed_port() -> int:
     """A port that nothing listens on right now (bind, read the number, close)."""
     with socket.socket() as s:

@@ -35,7 +35,7 @@ import time
 from datetime import timedelta
 
 from ..events import emit, stage
-from .common import device_for, init, log, pick_backend
+from .common import join, log
 
 SCENARIOS = ["none", "straggler", "skip", "shape", "rank0-only", "crash", "eval-naive", "eval-agreed"]
 
@@ -105,10 +105,7 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     import torch
 
-    backend = pick_backend(args.backend)
-    with stage("rendezvous", backend=backend, timeout=args.timeout):
-        dist = init(backend, args.timeout)
-        dev = device_for(backend)
+    dist, dev = join(args.backend, args.timeout)
     rank, world = dist.get_rank(), dist.get_world_size()
     coll = Tracer(dist, dev)
     sc, me = args.scenario, rank == args.fault_rank

@@ -24,7 +24,7 @@ import os
 import time
 
 from ..events import emit, stage
-from .common import closed_port, device_for, exit_now, init, log, pick_backend
+from .common import closed_port, device_for, exit_now, init, log, pick_backend, sync
 
 STAGES = ["fingerprint", "rendezvous", "device", "small_allreduce", "barrier",
           "large_allreduce", "allgather_broadcast", "destroy"]
@@ -113,8 +113,7 @@ def main(argv=None) -> None:
         t = torch.full((n,), float(rank + 1), device=dev)
         t0 = time.perf_counter()
         dist.all_reduce(t)
-        if dev.type == "cuda":
-            torch.cuda.synchronize(dev)
+        sync(dev)
         secs = time.perf_counter() - t0
         check("large sum", (t.min().item(), t.max().item()), (world * (world + 1) / 2,) * 2)
         algbw = n * 4 / secs / 1e9

@@ -21,7 +21,7 @@ import socket
 import time
 
 from ..events import emit, stage
-from .common import device_for, init, log, pick_backend
+from .common import device_for, init, log, pick_backend, sync
 
 UNITS = {"K": 2**10, "M": 2**20, "G": 2**30}
 
@@ -76,8 +76,7 @@ def main(argv=None) -> None:
             t0 = time.perf_counter()
             for _ in range(n):
                 dist.all_reduce(t)
-            if dev.type == "cuda":
-                torch.cuda.synchronize(dev)
+            sync(dev)
             secs = (time.perf_counter() - t0) / n
             if t[0].item() != world ** n:
                 raise RuntimeError(f"all_reduce of {size} bytes: expected {world ** n}, got {t[0].item()}")

@@ -14,12 +14,11 @@ From a notebook: ``nbhelpers.sweep(sizes="4K:16M:4")``.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 
 from ..busbw import OPS, human, parse_size, size_range
 from ..events import emit, stage
-from .common import device_for, init, log, pick_backend
+from .common import join, log, sync
 
 
 class CheckFailed(RuntimeError):
@@ -106,22 +105,13 @@ class Bench:
                 t.zero_()
 
 
-def sync(dev) -> None:
-    if dev.type == "cuda":
-        import torch
-
-        torch.cuda.synchronize(dev)
-
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    backend = pick_backend(args.backend)
-    with stage("rendezvous", backend=backend, timeout=args.timeout):
-        dist = init(backend, args.timeout)
-        dev = device_for(backend)
+    dist, dev = join(args.backend, args.timeout)
     world, rank = dist.get_world_size(), dist.get_rank()
     sizes = parse_sizes(args.sizes)
-    log(f"{args.op} sweep over {len(sizes)} sizes {human(sizes[0])}..{human(sizes[-1])}, world {world}, {backend}")
+    log(f"{args.op} sweep over {len(sizes)} sizes {human(sizes[0])}..{human(sizes[-1])}, world {world}, {dist.get_backend()}")
     for i, size in enumerate(sizes):
         with stage(f"{human(size)}", op=args.op, size=size, index=i, of=len(sizes)) as out:
             b = Bench(args.op, size, world, rank, dev)
