@@ -258,16 +258,22 @@ class Lab:
 
     def measure(self, mb: float = 4.0, port: int = 29600) -> dict:
         """TCP latency and throughput from node 1 to node 0 with netcheck's bounded server and client."""
+        return self.netcheck_with_server(port, 20, 1, "measure", "--host", ADDRS[0], "--port", str(port),
+                                         "--mb", str(mb))
+
+    def netcheck_with_server(self, port: int, seconds: float, node: int, *args: str, env: dict | None = None) -> dict:
+        """``python -m nbhelpers.netcheck ARGS`` inside ``node`` while netcheck's bounded server listens on node 0's
+        ``port`` (for at most ``seconds``); the client's JSON answer."""
         server = subprocess.Popen([*self.prefix(0), sys.executable, "-m", "nbhelpers.netcheck", "serve", "--port",
-                                   str(port), "--seconds", "20"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  stdin=subprocess.DEVNULL, env=_env())
+                                   str(port), "--seconds", str(seconds)], stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=_env())
         try:
-            server.stdout.readline()
-            out = subprocess.run([*self.prefix(1), sys.executable, "-m", "nbhelpers.netcheck", "measure", "--host",
-                                  ADDRS[0], "--port", str(port), "--mb", str(mb)], capture_output=True, text=True,
-                                 timeout=30, env=_env(), stdin=subprocess.DEVNULL)
+            server.stdout.readline()  # "serving on ..." once it listens
+            out = subprocess.run([*self.prefix(node), sys.executable, "-m", "nbhelpers.netcheck", *args],
+                                 capture_output=True, text=True, timeout=30, env={**_env(), **(env or {})},
+                                 stdin=subprocess.DEVNULL)
             if out.returncode != 0:
-                raise LabError(f"netcheck measure failed: {out.stderr.strip()[-400:]}")
+                raise LabError(f"netcheck {args[0]} inside {self.nodes[node]} failed: {out.stderr.strip()[-400:]}")
             return json.loads(out.stdout)
         finally:
             server.kill()
@@ -356,20 +362,8 @@ def fault_env(lab: "Lab", fault: str) -> list[dict]:
 
 def check_from(lab: "Lab", node: int, env: dict, timeout: float = 1.5) -> list[dict]:
     """netcheck's checks towards node 0's rendezvous port, run inside ``node`` while a listener holds it."""
-    server = subprocess.Popen([*lab.prefix(0), sys.executable, "-m", "nbhelpers.netcheck", "serve", "--port",
-                               str(PORT), "--seconds", "15"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              stdin=subprocess.DEVNULL, env=_env())
-    try:
-        server.stdout.readline()  # "serving on ..." once it listens
-        out = subprocess.run([*lab.prefix(node), sys.executable, "-m", "nbhelpers.netcheck", "check", "--master",
-                              ADDRS[0], "--port", str(PORT), "--timeout", str(timeout)], capture_output=True,
-                             text=True, timeout=30, env={**_env(), **env}, stdin=subprocess.DEVNULL)
-        if out.returncode != 0:
-            raise LabError(f"netcheck inside {lab.nodes[node]} failed: {out.stderr.strip()[-400:]}")
-        return json.loads(out.stdout)
-    finally:
-        server.kill()
-        server.wait()
+    return lab.netcheck_with_server(PORT, 15, node, "check", "--master", ADDRS[0], "--port", str(PORT),
+                                    "--timeout", str(timeout), env=env)
 
 
 def _env() -> dict:
