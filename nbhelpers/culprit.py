@@ -10,7 +10,9 @@ and torchrun's "Root Cause" names rank 0.  The rules, in order:
    named; otherwise the verdict says the ranks disagree and names nobody (the rank that aborted
    on the size mismatch is not the culprit, and no later rule may pretend it is).
 
-1. **crashed**: a rank that died on its own (non-zero exit or a signal nobody sent it) with no
+1. **mismatch** (no culprit): the only ranks that died aborted (SIGABRT) on a size mismatch: gloo aborts the
+   rank that received more than it expected, which need not be the rank at fault.
+   **crashed**: a rank that died on its own (non-zero exit or a signal nobody sent it) with no
    error of the waiting kind is the cause; others then lose their connection to it.
 2. **named**: a waiting rank's error names the rank it waited for (the store key it waited on,
    ``Rank 1 failed to pass monitoredBarrier``).
@@ -41,6 +43,7 @@ UNREACHABLE = re.compile(
     r"client socket has timed out after \d+ ?ms while trying to connect to|failed to connect|"
     r"Connection refused|No route to host|Unable to find address for|EADDRINUSE|Name or service not known",
     re.I)
+SIZE_MISMATCH = re.compile(r"doesn't match expected size|collective mismatch", re.I)
 STORE_KEYS = re.compile(r"wait timeout after \d+ ?ms, keys: (\S+)")
 MONITORED = re.compile(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier")
 EXCEPTION_LINE = re.compile(r"^(?:\[rank\d+\]:\s*)*((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt)\b:?.*)$")
@@ -205,6 +208,15 @@ def find_culprit(views: list[RankView], status: str, stop_time: float | None = N
 
     # 1. crashed on its own, not merely because a peer went away or a wait timed out
     crashed = [v for v in views if v.crashed and not _is_victim_error(v.error) and not v.lost_peer()]
+    if crashed and all(v.record.get("signal") == "SIGABRT" and SIZE_MISMATCH.search(v.log) for v in crashed):
+        # gloo aborts the rank that received more bytes than it expected: not necessarily the one at fault
+        ev = [f"rank {v.rank}: {ln.strip()[:300]}" for v in crashed for ln in v.log.splitlines()
+              if SIZE_MISMATCH.search(ln)][:2]
+        return Verdict(None, "mismatch", f"rank{'s' if len(crashed) > 1 else ''} "
+                       f"{', '.join(str(v.rank) for v in crashed)} aborted (SIGABRT) on a collective whose size did "
+                       "not match its peers': gloo aborts the rank that received more than it expected, which is not "
+                       "necessarily the rank at fault; rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL to have every rank "
+                       "report the shapes", ev, {v.rank: _victim_reason(v, None) for v in views}, first, blamed)
     if crashed:
         # a rank that aborted (SIGABRT: gloo's C++ throws when a peer vanishes or sends the wrong size) is
         # named only when no other rank died: exit records of near-simultaneous deaths can come in either order

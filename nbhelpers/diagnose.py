@@ -87,6 +87,9 @@ REMEDIES = {
               "(an `if rank == 0:` around code that communicates), or sent another shape. Make every rank make the "
               "same calls in the same order; when a rank must skip, agree on it first with a small all_reduce of "
               "an error flag (notebook 03). TORCH_DISTRIBUTED_DEBUG=DETAIL reports mismatches at once.",
+    "mismatch": "The ranks called a collective with different sizes (or different collectives). Rerun with "
+                "TORCH_DISTRIBUTED_DEBUG=DETAIL: every rank then raises an error that names the shapes and ranks "
+                "instead of one rank aborting (notebooks 02 and 03).",
     "error": "That rank raised an error of its own; fix it and the rest follows.",
     "unknown": "No rank stands out: all were waiting in the same stage. Compare the stack dumps, then suspect the "
                "network (notebook 05) or a collective mismatch (notebook 03).",

@@ -134,3 +134,14 @@ def test_the_culprit_is_named_before_torchrun_finishes_tearing_down(runs_dir):
     assert res.culprit == 1
     first_failure = res.summary()["first_failure_s"]
     assert first_failure <= res.culprit_named_s < res.wall_s
+
+
+def test_an_abort_on_a_size_mismatch_names_no_rank(runs_dir):
+    # rank 1 sends the wrong size; gloo SIGABRTs whichever rank received more than it expected (here rank 0):
+    # the verdict must not blame the aborted rank, and must point at DETAIL
+    res = probe(2, timeout=10, size_mb=1, fault="mismatch", fault_rank=1, live=False)
+    aborted = [r for r, rec in res.records.items() if rec.get("signal") == "SIGABRT"]
+    assert aborted, res.records
+    assert res.culprit is None and res.verdict.kind == "mismatch", res.verdict
+    assert "TORCH_DISTRIBUTED_DEBUG=DETAIL" in res.verdict.reason and res.verdict.evidence
+    assert res.category == "collective_mismatch"
