@@ -29,6 +29,15 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 STACK_DUMP_TIMEOUT_S = 10.0
 
 
+def _exited(pid: int) -> bool:
+    """Whether the child has exited, without reaping it (``Popen.poll`` in a signal handler answers None
+    while the main thread blocks in ``wait``)."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
 def set_parent_death_signal(sig: int) -> None:
     """Ask the kernel to send ``sig`` to this process when its parent exits (Linux only)."""
     try:
@@ -87,8 +96,10 @@ class Shim:
         if self.stopping:
             return
         self.stopping = True
-        self.record.update(stop_signal=signal.Signals(signum).name, stop_time=time.time())
         child = self.child
+        if child is not None and _exited(child.pid):
+            return  # the rank ended on its own just before the stop: run() records how, it was not stopped
+        self.record.update(stop_signal=signal.Signals(signum).name, stop_time=time.time())
         if child is not None and child.poll() is None:
             dump_stack(child.pid, self.path(".stack.txt"))
             self.record["stack_file"] = self.path(".stack.txt").name
