@@ -17,7 +17,7 @@ import time
 
 from ..chunked import PeakRSS, chunk_plan, chunked_all_reduce
 from ..events import emit, stage
-from .common import join, log, sync
+from .common import join, leave, log, sync
 
 
 def parse_args(argv=None):
@@ -84,9 +84,7 @@ def main(argv=None) -> None:
                 if (t.min().item(), t.max().item()) != (want, want):
                     raise RuntimeError(f"{name}: wrong result {t.min().item()}..{t.max().item()}, expected {want}")
             out.update(times=times, peak_extra=peaks, check="ok")
-    with stage("destroy"):
-        dist.destroy_process_group()
-    emit("done", "ok")
+    leave(dist, "chunking")
 
 
 if __name__ == "__main__":

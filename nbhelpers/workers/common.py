@@ -58,6 +58,16 @@ def join(requested: str, timeout_s: float):
     return dist, dev
 
 
+def leave(dist, what: str) -> None:
+    """The end every collective worker shares: ``destroy`` as a stage event, then ``done``, then '<what> passed'."""
+    from ..events import emit, stage
+
+    with stage("destroy"):
+        dist.destroy_process_group()
+    emit("done", "ok")
+    log(f"{what} passed")
+
+
 def sync(dev) -> None:
     """Wait for the device's queued work (a no-op on the CPU), so that timings cover the collective itself."""
     if dev.type == "cuda":

@@ -35,7 +35,7 @@ import time
 from datetime import timedelta
 
 from ..events import emit, stage
-from .common import join, log
+from .common import join, leave, log
 
 SCENARIOS = ["none", "straggler", "skip", "shape", "rank0-only", "crash", "eval-naive", "eval-agreed"]
 
@@ -142,10 +142,7 @@ def main(argv=None) -> None:
         if sc.startswith("eval") and strike:
             run_eval(coll, dist, rank, me, sc, dev)
     coll("final barrier", "barrier")
-    with stage("destroy"):
-        dist.destroy_process_group()
-    emit("done", "ok")
-    log("all steps passed")
+    leave(dist, "all steps")
 
 
 def run_eval(coll, dist, rank: int, me: bool, sc: str, dev) -> None:

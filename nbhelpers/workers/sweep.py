@@ -17,8 +17,8 @@ import argparse
 import time
 
 from ..busbw import OPS, human, parse_size, size_range
-from ..events import emit, stage
-from .common import join, log, sync
+from ..events import stage
+from .common import join, leave, log, sync
 
 
 class CheckFailed(RuntimeError):
@@ -128,10 +128,7 @@ def main(argv=None) -> None:
             b.check()
             out.update(bytes=b.numel * 4, times=times, check="ok")
             del b
-    with stage("destroy"):
-        dist.destroy_process_group()
-    emit("done", "ok")
-    log("sweep passed")
+    leave(dist, "sweep")
 
 
 if __name__ == "__main__":
