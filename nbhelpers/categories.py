@@ -1,6 +1,7 @@
-"""The 14 failure categories: what each means and what to do, each remedy naming its notebook.
+"""The failure categories: what each means and what to do, each remedy naming its notebook.
 
-The names are those of the shared corpus (``../shared/corpus/README.md``).  ``CAUSE`` categories
+The names are those of the shared corpus (``../shared/corpus/README.md``), plus ones the workbook met
+itself on real runs (``corpus=False``: no pasted log of them to measure the classifier on).  ``CAUSE`` categories
 name something that went wrong by itself; ``CONSEQUENCE`` ones are what the other ranks see after
 something went wrong elsewhere (a timeout, a wrapper error), so they rank below any cause found in
 the same log.
@@ -17,6 +18,7 @@ class Category:
     explanation: str
     remedies: tuple[str, ...]
     cause: bool = True
+    corpus: bool = True         # one of the shared corpus's labels
 
 
 _C = Category
@@ -117,6 +119,20 @@ CATEGORIES: dict[str, Category] = {c.name: c for c in [
         "per rank.",
         "Remove or stop preloading a conflicting system libnccl (LD_LIBRARY_PATH, LD_PRELOAD); install a torch build "
         "for this GPU architecture and driver.")),
+    _C("exit_without_destroy", "Rank aborted at exit: process group never destroyed",
+       "A rank ran to the end of its script and then died of SIGABRT while Python shut down ('terminate called "
+       "without an active exception'). The script never called dist.destroy_process_group(), so a gloo worker "
+       "thread (pt_gloo_runloop) was still letting go of the last collective's tensors during interpreter "
+       "shutdown; Python stops a thread that asks for the GIL then, and C++ turns that into std::terminate. It "
+       "strikes at random (here about one rank exit in five) and torchrun reports the whole job as failed "
+       "although every step ran. When a Python traceback comes first, that error is the cause and the abort is "
+       "only how the process ended.",
+       ("Call dist.destroy_process_group() at the end of every rank, in a `finally:` so that it runs after an "
+        "error too (pytorch/pytorch#190489).",
+        "Wait on async collectives (`work.wait()`) before the script ends.",
+        "A longer timeout or a restart does not help: nothing hung, and the same run may pass next time."),
+       cause=False, corpus=False),
 ]}
 
 CONSEQUENCE = {n for n, c in CATEGORIES.items() if not c.cause}
+IN_CORPUS = {n for n, c in CATEGORIES.items() if c.corpus}

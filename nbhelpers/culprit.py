@@ -12,6 +12,9 @@ and torchrun's "Root Cause" names rank 0.  The rules, in order:
 
 1. **mismatch** (no culprit): the only ranks that died aborted (SIGABRT) on a size mismatch: gloo aborts the
    rank that received more than it expected, which need not be the rank at fault.
+   **exit_abort**: the only ranks that died aborted (SIGABRT, "terminate called without an active
+   exception", no Python error) while the interpreter shut down: the script never called
+   ``destroy_process_group`` (gloo's thread is torn down at exit, at random; pytorch/pytorch#190489).
    **crashed**: a rank that died on its own (non-zero exit or a signal nobody sent it) with no
    error of the waiting kind is the cause; others then lose their connection to it.
 2. **named**: a waiting rank's error names the rank it waited for (the store key it waited on,
@@ -44,6 +47,7 @@ UNREACHABLE = re.compile(
     r"Connection refused|No route to host|Unable to find address for|EADDRINUSE|Name or service not known",
     re.I)
 SIZE_MISMATCH = re.compile(r"doesn't match expected size|collective mismatch", re.I)
+EXIT_ABORT = re.compile(r"terminate called without an active exception")
 STORE_KEYS = re.compile(r"wait timeout after \d+ ?ms, keys: (\S+)")
 MONITORED = re.compile(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier")
 EXCEPTION_LINE = re.compile(r"^(?:\[rank\d+\]:\s*)*((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt)\b:?.*)$")
@@ -109,6 +113,12 @@ class RankView:
         """The end of this rank's log says a peer went away (e.g. gloo's ``what(): ... Connection reset by peer``
         before a SIGABRT): it died of another rank's death."""
         return any(PEER_GONE.search(ln) for ln in self.log.splitlines()[-30:])
+
+    def aborted_at_exit(self) -> bool:
+        """SIGABRT with "terminate called without an active exception" and no Python error of its own: the script
+        ended without ``destroy_process_group`` and a gloo thread was torn down while the interpreter shut down."""
+        return (self.record.get("signal") == "SIGABRT" and self.error is None
+                and any(EXIT_ABORT.search(ln) for ln in self.log.splitlines()[-30:]))
 
     def unreachable_lines(self) -> list[str]:
         return [ln.strip()[:300] for ln in self.log.splitlines() if UNREACHABLE.search(ln)]
@@ -217,6 +227,16 @@ def find_culprit(views: list[RankView], status: str, stop_time: float | None = N
                        "not match its peers': gloo aborts the rank that received more than it expected, which is not "
                        "necessarily the rank at fault; rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL to have every rank "
                        "report the shapes", ev, {v.rank: _victim_reason(v, None) for v in views}, first, blamed)
+    if crashed and all(v.aborted_at_exit() for v in crashed):
+        v = min(crashed, key=lambda v: v.record.get("end") or 0)
+        many = len(crashed) > 1
+        return verdict(v.rank, "exit_abort", f"rank{'s' if many else ''} {', '.join(str(v.rank) for v in crashed)} "
+                       f"aborted (SIGABRT) while Python shut down, after {'their' if many else 'its'} script had "
+                       "ended: 'terminate called without an active exception'. The process group was never "
+                       "destroyed, so a gloo thread still held the last collective's tensors at interpreter exit. "
+                       "Call dist.destroy_process_group() at the end of every rank; nothing hung",
+                       [f"rank {v.rank}: {_signal_text(v.record)}"]
+                       + [f"rank {v.rank}: {ln.strip()}" for ln in v.log.splitlines()[-30:] if EXIT_ABORT.search(ln)][:1])
     if crashed:
         # a rank that aborted (SIGABRT: gloo's C++ throws when a peer vanishes or sends the wrong size) is
         # named only when no other rank died: exit records of near-simultaneous deaths can come in either order
