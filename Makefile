@@ -17,9 +17,12 @@ $(STAMP): pyproject.toml
 run: setup            ## execute the notebooks headless; executed copies + report in reports/<UTC>/
 	$(BIN)/python -m nbhelpers run-all
 
-test: setup           ## unit tests, then every notebook under nbval
-	$(BIN)/python -m pytest tests --durations=12 $(PYTEST_ARGS)
-	$(BIN)/python -m pytest --nbval-lax --nbval-cell-timeout=600 -p no:cacheprovider notebooks $(PYTEST_ARGS)
+# Unit tests and every notebook under nbval in one session, a file per worker (a notebook's cells share one
+# kernel); the tests mostly start torch processes, so two workers on two cores take ~40% off the wall time.
+TEST_WORKERS ?= auto
+test: setup           ## unit tests and every notebook under nbval, on up to 4 workers
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile --durations=12 \
+		--nbval-lax --nbval-cell-timeout=600 -p no:cacheprovider tests notebooks $(PYTEST_ARGS)
 
 lab: setup            ## JupyterLab on notebooks/ with this venv as the kernel
 	$(BIN)/python -m ipykernel install --user --name nbhelpers --display-name "Python (nbhelpers)"
