@@ -124,7 +124,8 @@ CATEGORIES: dict[str, Category] = {c.name: c for c in [
        "without an active exception'). The script never called dist.destroy_process_group(), so a gloo worker "
        "thread (pt_gloo_runloop) was still letting go of the last collective's tensors during interpreter "
        "shutdown; Python stops a thread that asks for the GIL then, and C++ turns that into std::terminate. It "
-       "strikes at random (here about one rank exit in five) and torchrun reports the whole job as failed "
+       "strikes at random (about one rank exit in five on an idle machine here; workers.exit_abort makes it "
+       "certain) and torchrun reports the whole job as failed "
        "although every step ran. When a Python traceback comes first, that error is the cause and the abort is "
        "only how the process ended.",
        ("Call dist.destroy_process_group() at the end of every rank, in a `finally:` so that it runs after an "

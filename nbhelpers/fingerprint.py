@@ -127,8 +127,10 @@ def collect(env: Mapping[str, str] | None = None, with_torch: bool = True) -> di
 def warnings(fp: dict) -> list[str]:
     out = []
     if fp.get("shm_free") is not None and fp["shm_free"] < SHM_WARN_BYTES:
-        out.append(f"/dev/shm has {fp['shm_free'] / 2**20:.0f} MiB free (< 1 GiB): NCCL's SHM transport and "
-                   "DataLoader workers will fail; in a container raise --shm-size (see notebook 04).")
+        out.append(f"/dev/shm has {fp['shm_free'] / 2**20:.0f} MiB free (< 1 GiB): DataLoader workers fail once "
+                   "their batches in flight outgrow it (bus error / 'unable to allocate shared memory'), and NCCL's "
+                   "SHM transport can fail to set up; in a container raise --shm-size or use --ipc=host "
+                   "(notebook 04 runs the same loader in a 1 MB and a 256 MB /dev/shm).")
     if str(fp.get("gloo_iface", "")).startswith("missing"):
         out.append(f"GLOO_SOCKET_IFNAME names no interface on this host ({fp['gloo_iface']}).")
     if str(fp.get("nccl_iface", "")).startswith("none matches"):
