@@ -90,6 +90,10 @@ REMEDIES = {
     "mismatch": "The ranks called a collective with different sizes (or different collectives). Rerun with "
                 "TORCH_DISTRIBUTED_DEBUG=DETAIL: every rank then raises an error that names the shapes and ranks "
                 "instead of one rank aborting (notebooks 02 and 03).",
+    "exit_abort": "Nothing hung and no step failed: the rank aborted while Python shut down because the script never "
+                  "called dist.destroy_process_group(). Wait on async collectives (`work.wait()`), then call "
+                  "dist.destroy_process_group() at the end of every rank, in a `finally:`. A longer timeout or a "
+                  "restart does not fix it; a restart may only pass by chance.",
     "error": "That rank raised an error of its own; fix it and the rest follows.",
     "unknown": "No rank stands out: all were waiting in the same stage. Compare the stack dumps, then suspect the "
                "network (notebook 05) or a collective mismatch (notebook 03).",
