@@ -18,10 +18,11 @@ run: setup            ## execute the notebooks headless; executed copies + repor
 	$(BIN)/python -m nbhelpers run-all
 
 # Unit tests and every notebook under nbval in one session, a file per worker (a notebook's cells share one
-# kernel); the tests mostly start torch processes, so two workers on two cores take ~40% off the wall time.
+# kernel); two workers on two cores take ~35% off the wall time. At most 2: more would crowd the bounded
+# timeouts on a machine whose CPU quota is smaller than the cores it shows.
 TEST_WORKERS ?= auto
-test: setup           ## unit tests and every notebook under nbval, on up to 4 workers
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --maxprocesses 4 --dist loadfile --durations=12 \
+test: setup           ## unit tests and every notebook under nbval, on up to 2 workers
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --maxprocesses 2 --dist loadfile --durations=12 \
 		--nbval-lax --nbval-cell-timeout=600 -p no:cacheprovider tests notebooks $(PYTEST_ARGS)
 
 lab: setup            ## JupyterLab on notebooks/ with this venv as the kernel
