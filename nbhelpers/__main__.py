@@ -48,7 +48,7 @@ def cmd_run(args) -> int:
     from .supervise import supervise, verdict_dict, verdict_text
 
     res = supervise(args.script, args.args, nproc=args.nproc, timeout=args.timeout, live=False if args.json else None)
-    print(json.dumps(verdict_dict(res)) if args.json else verdict_text(res))
+    print(json.dumps(verdict_dict(res, args.script)) if args.json else verdict_text(res, args.script))
     return 0 if res.ok else 1
 
 

@@ -27,9 +27,21 @@ def supervise(script: str, args: Sequence[str] = (), *, nproc: int = 2, timeout:
     return launch(str(path), list(args), nproc=nproc, timeout=timeout, env=env, live=live, name=path.stem, **kw)
 
 
-def verdict_dict(res: RunResult) -> dict:
+def script_hints(script: str) -> list[str]:
+    """What the script's text alone says is risky (read, never run): a pass today may fail tomorrow."""
+    text = Path(script).read_text(errors="replace")
+    hints = []
+    if "init_process_group" in text and "destroy_process_group" not in text:
+        hints.append(f"{Path(script).name} calls init_process_group but never destroy_process_group: a rank can "
+                     "abort (SIGABRT, exit -6) in Python's shutdown after its last step, at random, and fail the "
+                     "job (exit_without_destroy); end every rank with dist.destroy_process_group() in a `finally:`")
+    return hints
+
+
+def verdict_dict(res: RunResult, script: str | None = None) -> dict:
     top = res.findings[0] if res.findings else None
     return {
+        "hints": script_hints(script) if script else [],
         "status": "ok" if res.ok else "failed",
         "run_status": res.status,
         "category": None if res.ok or top is None else top.category,
@@ -46,10 +58,12 @@ def verdict_dict(res: RunResult) -> dict:
     }
 
 
-def verdict_text(res: RunResult) -> str:
-    d = verdict_dict(res)
+def verdict_text(res: RunResult, script: str | None = None) -> str:
+    d = verdict_dict(res, script)
+    hints = [f"hint: {h}" for h in d["hints"]]
     if res.ok:
-        return f"OK: {res.name} finished on {res.nproc} ranks in {res.wall_s:.1f} s. Logs: {res.log_dir}"
+        return "\n".join([f"OK: {res.name} finished on {res.nproc} ranks in {res.wall_s:.1f} s. Logs: {res.log_dir}"]
+                         + hints)
     lines = [f"FAILED ({res.status}): {res.name} on {res.nproc} ranks after {res.wall_s:.1f} s",
              f"category: {d['category'] or 'unrecognised'}",
              f"culprit:  {'unknown' if res.culprit is None else f'rank {res.culprit}'} ({res.verdict.kind}): "
@@ -61,6 +75,7 @@ def verdict_text(res: RunResult) -> str:
     if d["remedies"]:
         lines.append("what to do:")
         lines += [f"  {i}. {r}" for i, r in enumerate(d["remedies"], 1)]
+    lines += hints
     lines.append(f"logs: {res.log_dir}")
     return "\n".join(lines)
 

@@ -34,6 +34,7 @@ def run_cli(tmp_path, runs_dir, kind: str) -> dict:
 def test_healthy_script_is_ok(tmp_path, runs_dir):
     v = run_cli(tmp_path, runs_dir, "healthy")
     assert v["status"] == "ok" and v["category"] is None and v["culprit_rank"] is None, v
+    assert v["hints"] == []  # it destroys its group
 
 
 def test_a_rank_stuck_outside_the_collective_is_the_culprit(tmp_path, runs_dir):
@@ -48,3 +49,5 @@ def test_a_rank_raising_its_own_error_is_the_culprit(tmp_path, runs_dir):
     assert v["status"] == "failed" and v["culprit_rank"] == 1
     assert v["exit_codes"]["1"] == 1
     assert "bad batch on rank 1" in " ".join(v["evidence"]) or "ValueError" in v["reason"] + " ".join(v["evidence"])
+    # the script never destroys its group: said even though the crash is the story here
+    assert any("never destroy_process_group" in h for h in v["hints"]), v["hints"]
