@@ -114,11 +114,13 @@ class RankView:
         before a SIGABRT): it died of another rank's death."""
         return any(PEER_GONE.search(ln) for ln in self.log.splitlines()[-30:])
 
-    def aborted_at_exit(self) -> bool:
-        """SIGABRT with "terminate called without an active exception" and no Python error of its own: the script
-        ended without ``destroy_process_group`` and a gloo thread was torn down while the interpreter shut down."""
-        return (self.record.get("signal") == "SIGABRT" and self.error is None
-                and any(EXIT_ABORT.search(ln) for ln in self.log.splitlines()[-30:]))
+    def exit_abort_line(self) -> str | None:
+        """The "terminate called without an active exception" line of a rank that died of SIGABRT with no Python
+        error of its own (the script ended without ``destroy_process_group`` and a process-group thread was torn
+        down while the interpreter shut down), else None."""
+        if self.record.get("signal") != "SIGABRT" or self.error is not None:
+            return None
+        return next((ln.strip() for ln in self.log.splitlines()[-30:] if EXIT_ABORT.search(ln)), None)
 
     def unreachable_lines(self) -> list[str]:
         return [ln.strip()[:300] for ln in self.log.splitlines() if UNREACHABLE.search(ln)]
@@ -227,16 +229,15 @@ def find_culprit(views: list[RankView], status: str, stop_time: float | None = N
                        "not match its peers': gloo aborts the rank that received more than it expected, which is not "
                        "necessarily the rank at fault; rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL to have every rank "
                        "report the shapes", ev, {v.rank: _victim_reason(v, None) for v in views}, first, blamed)
-    if crashed and all(v.aborted_at_exit() for v in crashed):
+    if crashed and all(v.exit_abort_line() for v in crashed):
         v = min(crashed, key=lambda v: v.record.get("end") or 0)
         many = len(crashed) > 1
         return verdict(v.rank, "exit_abort", f"rank{'s' if many else ''} {', '.join(str(v.rank) for v in crashed)} "
                        f"aborted (SIGABRT) while Python shut down, after {'their' if many else 'its'} script had "
                        "ended: 'terminate called without an active exception'. The process group was never "
-                       "destroyed, so a gloo thread still held the last collective's tensors at interpreter exit. "
-                       "Call dist.destroy_process_group() at the end of every rank; nothing hung",
-                       [f"rank {v.rank}: {_signal_text(v.record)}"]
-                       + [f"rank {v.rank}: {ln.strip()}" for ln in v.log.splitlines()[-30:] if EXIT_ABORT.search(ln)][:1])
+                       "destroyed, so its worker thread still held the last collective's tensors at interpreter "
+                       "exit. Call dist.destroy_process_group() at the end of every rank; nothing hung",
+                       [f"rank {v.rank}: {_signal_text(v.record)}", f"rank {v.rank}: {v.exit_abort_line()}"])
     if crashed:
         # a rank that aborted (SIGABRT: gloo's C++ throws when a peer vanishes or sends the wrong size) is
         # named only when no other rank died: exit records of near-simultaneous deaths can come in either order
