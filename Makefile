@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: setup run test lab bench clean
+.PHONY: setup sysdeps run test lab bench clean
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
@@ -13,6 +13,16 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'
 	@touch $(STAMP)
+	@$(BIN)/python -m nbhelpers.systools
+
+# Optional system tools (Debian, root): nftables for notebook 05's firewall faults, chromium for the browser
+# tests. Without them those parts skip with a note; `make setup` says which are missing.
+SYSDEPS := iproute2 nftables chromium
+sysdeps:
+	@if [ "$$(id -u)" != 0 ]; then echo "make sysdeps needs root: sudo apt-get install -y $(SYSDEPS)"; exit 1; fi
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(SYSDEPS) >/dev/null 2>&1 || \
+		{ apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(SYSDEPS) >/dev/null; }
+	@$(PYTHON) -c "import shutil; print('installed:', *[c for c in ('nft', 'chromium', 'ip', 'tc') if shutil.which(c)])"
 
 run: setup            ## execute the notebooks headless; executed copies + report in reports/<UTC>/
 	$(BIN)/python -m nbhelpers run-all

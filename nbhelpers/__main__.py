@@ -8,14 +8,55 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
+
+
+class BadInput(Exception):
+    """Command-line input refused before anything starts: one line, exit 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse's own refusals: one line too, not usage + line
+        raise BadInput(f"{self.prog}: {message} (see --help)")
+
+
+def text_file(name: str, what: str) -> Path:
+    """``name`` as a readable, non-empty text file, else BadInput saying why."""
+    path = Path(name)
+    if not path.exists():
+        raise BadInput(f"{what} {name}: no such file")
+    if path.is_dir():
+        raise BadInput(f"{what} {name}: is a directory; give a file")
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(8192)
+    except OSError as exc:
+        raise BadInput(f"{what} {name}: cannot read it ({exc.strerror})") from None
+    if not head.strip():
+        raise BadInput(f"{what} {name}: the file is empty")
+    if b"\0" in head:
+        raise BadInput(f"{what} {name}: binary data, not text")
+    return path
+
+
+def positive(kind):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number, not {text!r}") from None
+        if not value > 0 or value != value:
+            raise argparse.ArgumentTypeError(f"must be above 0, not {text}")
+        return value
+    return parse
 
 
 def cmd_run_all(args) -> int:
     from .report import run_all
 
-    books = [Path(n) for n in args.notebooks] or None
+    books = [text_file(n, "notebook") for n in args.notebooks] or None
     out = run_all(Path(args.out) if args.out else None, books)
     return 0 if json.loads((out / "summary.json").read_text())["ok"] else 1
 
@@ -24,6 +65,9 @@ def cmd_doctor(args) -> int:
     from .classify import classify_file, classify_stream
     from .supervise import findings_json
 
+    for name in args.files:
+        if name != "-":
+            text_file(name, "log")
     status = 0
     for name in args.files:
         findings = classify_stream(iter(lambda: sys.stdin.read(1 << 20), "")) if name == "-" else classify_file(name)
@@ -47,14 +91,19 @@ def cmd_doctor(args) -> int:
 def cmd_run(args) -> int:
     from .supervise import supervise, verdict_dict, verdict_text
 
+    text_file(args.script, "script")
+    cpus = os.cpu_count() or 1
+    if args.nproc > cpus:
+        print(f"warning: {args.nproc} ranks on {cpus} CPUs: they share cores, so timings and timeouts stretch",
+              file=sys.stderr)
     res = supervise(args.script, args.args, nproc=args.nproc, timeout=args.timeout, live=False if args.json else None)
     print(json.dumps(verdict_dict(res, args.script)) if args.json else verdict_text(res, args.script))
     return 0 if res.ok else 1
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m nbhelpers", description="Distributed-training troubleshooting workbook")
-    sub = p.add_subparsers(dest="cmd", required=True)
+    p = Parser(prog="python -m nbhelpers", description="Distributed-training troubleshooting workbook")
+    sub = p.add_subparsers(dest="cmd", required=True, parser_class=Parser)
     ra = sub.add_parser("run-all", help="execute every notebook headless; write reports/<UTC>/")
     ra.add_argument("--out", help="report root (default: reports/ in the workbook)")
     ra.add_argument("notebooks", nargs="*", help="notebooks to run (default: notebooks/[0-9]*.ipynb)")
@@ -62,13 +111,17 @@ def main(argv=None) -> int:
     dr.add_argument("files", nargs="+")
     dr.add_argument("--json", action="store_true", help="one JSON object per finding")
     rn = sub.add_parser("run", help="run your script on N ranks under the workbook's launcher and diagnose it")
-    rn.add_argument("--nproc", type=int, default=2)
-    rn.add_argument("--timeout", type=float, default=600.0, help="whole-run timeout, seconds")
+    rn.add_argument("--nproc", type=positive(int), default=2, help="ranks on this machine")
+    rn.add_argument("--timeout", type=positive(float), default=600.0, help="whole-run timeout, seconds")
     rn.add_argument("--json", action="store_true", help="print one JSON object")
     rn.add_argument("script")
     rn.add_argument("args", nargs=argparse.REMAINDER)
-    args = p.parse_args(argv)
-    return {"run-all": cmd_run_all, "doctor": cmd_doctor, "run": cmd_run}[args.cmd](args)
+    try:
+        args = p.parse_args(argv)
+        return {"run-all": cmd_run_all, "doctor": cmd_doctor, "run": cmd_run}[args.cmd](args)
+    except BadInput as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

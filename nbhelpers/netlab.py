@@ -60,6 +60,10 @@ def why_not() -> str | None:
     return None
 
 
+NO_FIREWALL = ("neither nft nor iptables is installed, so no port can be blocked: `make sysdeps` (root) or "
+               "`apt-get install -y nftables` installs it")
+
+
 def firewall_tool() -> str | None:
     """``nft`` if installed (preferred), else ``iptables``, else None."""
     return "nft" if shutil.which("nft") else "iptables" if shutil.which("iptables") else None
@@ -217,7 +221,7 @@ class Lab:
             raise ValueError("how must be 'drop' or 'reject'")
         tool = firewall_tool()
         if tool is None:
-            raise LabError("neither nft nor iptables is installed", "apt-get install -y nftables (.ci/run does)")
+            raise LabError(NO_FIREWALL)
         if tool == "nft":
             verdict = "drop" if how == "drop" else "reject with tcp reset"
             self.exec(node, "nft", "add", "table", "inet", "nbh")
@@ -414,10 +418,10 @@ def run_lab(faults=tuple(FAULTS), parallel: int = 3, **kw):
 
     import pandas as pd
 
-    if firewall_tool() is None and any(f.startswith("port-") for f in faults):
-        print("nftables/iptables is not installed (apt-get install -y nftables): skipping the firewall faults",
-              file=sys.stderr)
-        faults = [f for f in faults if not f.startswith("port-")]
+    skipped = {f: NO_FIREWALL for f in faults if f.startswith("port-") and firewall_tool() is None}
+    if skipped:
+        print(f"skipping {', '.join(skipped)}: {NO_FIREWALL}", file=sys.stderr)
+    faults = [f for f in faults if f not in skipped]
     scenarios = {}
     t0 = time.monotonic()
     pool = ThreadPoolExecutor(max_workers=max(1, parallel))
@@ -435,7 +439,10 @@ def run_lab(faults=tuple(FAULTS), parallel: int = 3, **kw):
     finally:
         pool.shutdown(wait=True)
     scenarios = {f: scenarios[f] for f in faults}
-    table = pd.DataFrame([s.row for s in scenarios.values()]).set_index("fault")
+    rows = [s.row for s in scenarios.values()] + [
+        {"fault": f, "injected": FAULTS[f][0], "status": "skipped", "error": why, "expected": FAULTS[f][1],
+         "classified right": None} for f, why in skipped.items()]
+    table = pd.DataFrame(rows).set_index("fault")
     table.attrs["scenarios"] = scenarios
     return table
 

@@ -41,6 +41,19 @@ def has_gpus(n: int = 1) -> bool:
     return torch.cuda.is_available() and torch.cuda.device_count() >= n
 
 
+@pytest.fixture
+def no_firewall(tmp_path, monkeypatch):
+    """PATH as on a fresh machine without nftables or iptables: every other command stays reachable."""
+    shadow = tmp_path / "path-without-firewall"
+    shadow.mkdir()
+    for d in os.environ.get("PATH", "").split(os.pathsep):
+        for exe in Path(d).glob("*") if Path(d).is_dir() else ():
+            if not exe.name.startswith(("nft", "iptables", "ip6tables")) and not (shadow / exe.name).exists():
+                (shadow / exe.name).symlink_to(exe)
+    monkeypatch.setenv("PATH", str(shadow))
+    yield shadow
+
+
 def is_root() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0
 

@@ -29,3 +29,55 @@ def test_doctor_on_a_healthy_log_finds_nothing(tmp_path):
     log.write_text("[vm:0] probe passed\n[vm:1] probe passed\n")
     out = subprocess.run([sys.executable, "-m", "nbhelpers", "doctor", str(log)], capture_output=True, text=True)
     assert out.returncode == 0 and "no known failure found" in out.stdout
+
+
+def cli(*args, input=None):
+    return subprocess.run([sys.executable, "-m", "nbhelpers", *args], capture_output=True, text=True, input=input,
+                          timeout=120)
+
+
+@pytest.mark.parametrize("args, says", [
+    (["run", "--nproc", "0", "train.py"], "--nproc: must be above 0, not 0"),
+    (["run", "--nproc", "two", "train.py"], "--nproc: must be a number, not 'two'"),
+    (["run", "--nproc", "2", "--timeout", "-5", "train.py"], "--timeout: must be above 0, not -5"),
+    (["run", "--nproc", "2", "--timeout", "0", "train.py"], "--timeout: must be above 0, not 0"),
+    (["run", "--nproc", "2", "missing.py"], "script missing.py: no such file"),
+    (["run", "--nproc", "2", "."], "script .: is a directory"),
+    (["doctor", "missing.log"], "log missing.log: no such file"),
+    (["doctor", "."], "log .: is a directory"),
+    (["run-all", "missing.ipynb"], "notebook missing.ipynb: no such file"),
+    (["bogus"], "invalid choice: 'bogus'"),
+])
+def test_bad_input_gets_one_line_and_exit_2_before_anything_starts(tmp_path, monkeypatch, args, says):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("print('never runs')\n")
+    out = cli(*args)
+    assert out.returncode == 2, out
+    assert out.stdout == "" and len(out.stderr.strip().splitlines()) == 1 and says in out.stderr, out.stderr
+    assert not (tmp_path / "runs").exists()  # refused before anything started
+
+
+def test_empty_and_binary_files_are_refused_and_a_latin1_log_is_read(tmp_path):
+    (tmp_path / "empty.log").write_text("")
+    (tmp_path / "core.bin").write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)))
+    for name, says in (("empty.log", "the file is empty"), ("core.bin", "binary data, not text")):
+        out = cli("doctor", str(tmp_path / name))
+        assert out.returncode == 2 and says in out.stderr and len(out.stderr.splitlines()) == 1, out.stderr
+    out = cli("run", str(tmp_path / "core.bin"))
+    assert out.returncode == 2 and "binary data" in out.stderr
+    latin1 = tmp_path / "latin1.log"  # a log saved by a tool in another encoding: read, not refused
+    latin1.write_bytes("Fehler für Rang 1\n".encode("latin-1") + b"RuntimeError: [../third_party/gloo/gloo/transport/"
+                       b"tcp/device.cc:84] ifa != nullptr. Unable to find address for: eth9\n")
+    out = cli("doctor", str(latin1))
+    assert out.returncode == 1 and "network_interface" in out.stdout, out
+
+
+def test_more_ranks_than_cpus_is_a_warning_not_a_refusal(tmp_path, runs_dir):
+    import os
+
+    script = tmp_path / "hello.py"
+    script.write_text("import os\nprint('rank', os.environ['RANK'])\n")
+    n = (os.cpu_count() or 1) + 1
+    out = cli("run", "--nproc", str(n), "--timeout", "90", "--json", str(script))
+    assert f"warning: {n} ranks on" in out.stderr
+    assert out.returncode == 0 and json.loads(out.stdout)["status"] == "ok", out

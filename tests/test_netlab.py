@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import is_root
+from conftest import REPO, is_root
 from nbhelpers import netlab
 
 pytestmark = pytest.mark.root
@@ -34,19 +34,53 @@ def test_without_root_the_lab_says_why(monkeypatch):
 
 
 @needs_root
-def test_lab_builds_rules_and_caps_then_removes_everything(clean):
+def test_lab_caps_bandwidth_then_removes_everything(clean):
     with netlab.Lab() as lab:
         assert set(lab.nodes) <= set(leftovers())
         assert "veth-a" not in subprocess.run(["ip", "link"], capture_output=True, text=True).stdout  # not in the host
-        rule = lab.block_port(29500, "reject")
-        assert "29500" in rule and "reject" in rule
         lab.cap_bandwidth("50mbit")
         st = lab.state()
-        assert "tbf" in st[lab.a]["qdisc"] and "29500" in st[lab.a]["firewall"]
+        assert "tbf" in st[lab.a]["qdisc"]
         assert "10.77.0.2/24" in st[lab.b]["addresses"]
         sleeper = subprocess.Popen([*lab.prefix(1), "sleep", "300"])
     assert not set(lab.nodes) & set(leftovers())
     assert sleeper.wait(timeout=5) == -signal.SIGTERM  # processes inside were stopped with the namespace
+
+
+@needs_root
+@pytest.mark.skipif(netlab.firewall_tool() is None, reason=netlab.NO_FIREWALL)
+def test_lab_blocks_a_port_with_the_firewall(clean):
+    with netlab.Lab() as lab:
+        rule = lab.block_port(29500, "reject")
+        assert "29500" in rule and "reject" in rule
+        assert "29500" in lab.state()[lab.a]["firewall"]
+    assert not set(lab.nodes) & set(leftovers())
+
+
+@needs_root
+def test_without_a_firewall_tool_the_port_faults_are_skipped_with_one_sentence(clean, runs_dir, no_firewall):
+    assert netlab.firewall_tool() is None
+    with netlab.Lab() as lab, pytest.raises(netlab.LabError, match="neither nft nor iptables"):
+        lab.block_port(29500)
+    table = netlab.run_lab(["port-drop", "ifname-missing"], parallel=2)
+    assert table.loc["port-drop", "status"] == "skipped"
+    assert table.loc["port-drop", "error"] == netlab.NO_FIREWALL and "apt-get install -y nftables" in netlab.NO_FIREWALL
+    assert table.loc["ifname-missing", "status"] == "failed" and table.loc["ifname-missing", "classified right"]
+    assert list(table.attrs["scenarios"]) == ["ifname-missing"]
+    assert "port-drop" in netlab.results_markdown(table)
+
+
+@needs_root
+def test_notebook_05_passes_without_a_firewall_tool(tmp_path, runs_dir, no_firewall):
+    import papermill
+
+    out = tmp_path / "05.ipynb"
+    papermill.execute_notebook(str(REPO / "notebooks" / "05_multi_node.ipynb"), str(out), progress_bar=False,
+                               parameters={"LAB_FAULTS": ["port-drop", "ifname-missing"], "LAB_PARALLEL": 2},
+                               execution_timeout=600, cwd=str(REPO / "notebooks"))
+    text = out.read_text()
+    assert "neither nft nor iptables is installed" in text  # the skip is said, and recorded for the report
+    assert "lab: scenarios skipped, and why" in text
 
 
 @needs_root
@@ -73,12 +107,15 @@ def test_an_interrupted_lab_cleans_up(clean):
 
 
 @needs_root
-def test_netem_is_missing_on_this_kernel_and_the_check_is_real(clean):
-    assert netlab.netem_available() in (True, False)  # answers either way, leaving nothing behind
+def test_netem_check_agrees_with_a_real_netem_qdisc_on_the_lab_link(clean):
+    with netlab.Lab() as lab:
+        res = lab.exec(0, "tc", "qdisc", "add", "dev", lab.ifname(0), "root", "netem", "delay", "5ms", check=False)
+    assert netlab.netem_available() == (res.returncode == 0), res.stderr
+    assert not [n for n in leftovers() if f"-{os.getpid()}-" in n]  # the scratch namespace is gone
 
 
 @needs_root
-@pytest.mark.skipif(netlab.firewall_tool() is None, reason="nftables/iptables not installed (.ci/run installs it)")
+@pytest.mark.skipif(netlab.firewall_tool() is None, reason=netlab.NO_FIREWALL)
 def test_faults_end_in_their_real_error_classified(runs_dir, clean):
     t0 = time.monotonic()
     table = netlab.run_lab(["port-drop", "ifname-missing"], parallel=2)
