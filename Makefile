@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'
 	@touch $(STAMP)
-	@$(BIN)/python -m nbhelpers.systools
+	@$(BIN)/python -m nbhelpers.runtime.systools
 
 # Optional system tools (Debian, root): nftables for notebook 05's firewall faults, chromium for the browser
 # tests. Without them those parts skip with a note; `make setup` says which are missing.

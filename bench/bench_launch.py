@@ -15,9 +15,9 @@ import subprocess
 import sys
 import time
 
-from nbhelpers.diagnose import probe
-from nbhelpers.events import parse_lines
-from nbhelpers.ports import free_port
+from nbhelpers.scenarios.probe import probe
+from nbhelpers.runtime.events import parse_lines
+from nbhelpers.runtime.ports import free_port
 
 TITLE = "Launch to all ranks ready, 2-rank probe (seconds, median)"
 ARGS = ["--timeout", "30", "--size-mb", "1"]
@@ -47,7 +47,7 @@ def bare_torchrun_stall() -> tuple[float, str]:
                           "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}",
                           "-m", "nbhelpers.workers.probe", *STALL],
                          capture_output=True, text=True, env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
-    from nbhelpers.culprit import torchrun_root_cause
+    from nbhelpers.diagnosis.culprit import torchrun_root_cause
 
     return time.time() - t0, f"rank {torchrun_root_cause(out.stderr + out.stdout)}"
 

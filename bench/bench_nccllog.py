@@ -9,7 +9,7 @@ import re
 import statistics
 import time
 
-from nbhelpers.nccllog import parse_lines, sample_log
+from nbhelpers.diagnosis.nccllog import parse_lines, sample_log
 
 TITLE = "NCCL log parser: throughput and lines understood vs a plain channel regex"
 PLAIN = re.compile(r"Channel (\d+)\S* : (\d+)\[\w+\] -> (\d+)\[\w+\].* via (\S+)")
@@ -39,7 +39,7 @@ def rows(reps: int) -> list[dict]:
         {"method": "plain channel regex (baseline)", "lines": len(lines),
          "lines/s": f"{len(lines) / t_plain:,.0f}", "ratio": "1.00",
          "NCCL lines understood": f"{len(plain(base))}/{len(nccl)}", "ranks/interfaces": "no"},
-        {"method": "nbhelpers.nccllog.parse_lines", "lines": len(lines),
+        {"method": "nbhelpers.diagnosis.nccllog.parse_lines", "lines": len(lines),
          "lines/s": f"{len(lines) / t_full:,.0f}", "ratio": f"{t_plain / t_full:.2f}",
          "NCCL lines understood": f"{understood}/{len(nccl)}", "ranks/interfaces": "yes"},
     ]

@@ -15,9 +15,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from nbhelpers.chunked import compare_chunking
-from nbhelpers.ports import free_port
-from nbhelpers.sweep import sweep
+from nbhelpers.scenarios.chunking import compare_chunking
+from nbhelpers.runtime.ports import free_port
+from nbhelpers.scenarios.sweep import sweep
 
 TITLE = "Sweep vs bare torch loop (busbw GB/s, median), and chunked vs whole all_reduce (64 MiB, 2 ranks)"
 SIZES = [1 << 20, 16 << 20, 64 << 20]

@@ -54,7 +54,7 @@ def positive(kind):
 
 
 def cmd_run_all(args) -> int:
-    from .report import run_all
+    from nbhelpers.report.build import run_all
 
     books = [text_file(n, "notebook") for n in args.notebooks] or None
     out = run_all(Path(args.out) if args.out else None, books)
@@ -62,8 +62,7 @@ def cmd_run_all(args) -> int:
 
 
 def cmd_doctor(args) -> int:
-    from .classify import classify_file, classify_stream
-    from .supervise import findings_json
+    from nbhelpers.diagnosis.classify import classify_file, classify_stream
 
     for name in args.files:
         if name != "-":
@@ -73,7 +72,7 @@ def cmd_doctor(args) -> int:
         findings = classify_stream(iter(lambda: sys.stdin.read(1 << 20), "")) if name == "-" else classify_file(name)
         if args.json:
             if findings:
-                print(findings_json([f for f in findings]))
+                print("\n".join(json.dumps(f.to_dict()) for f in findings))
             continue
         print(f"== {name}: " + ("no known failure found" if not findings else f"{len(findings)} finding(s)"))
         for i, f in enumerate(findings, 1):
@@ -89,7 +88,7 @@ def cmd_doctor(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from .supervise import supervise, verdict_dict, verdict_text
+    from nbhelpers.scenarios.supervise import supervise, verdict_dict, verdict_text
 
     text_file(args.script, "script")
     cpus = os.cpu_count() or 1

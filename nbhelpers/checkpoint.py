@@ -29,7 +29,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .errors import WorkbookError
+from nbhelpers.errors import WorkbookError
 
 EOCD = b"PK\x05\x06"          # zip "end of central directory" signature: the last thing torch.save writes
 EOCD_MIN = 22                 # its size without a comment

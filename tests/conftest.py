@@ -11,7 +11,7 @@ SHARED = REPO.parent / "shared"
 
 def workbook_processes(marker: str) -> list[psutil.Process]:
     """Live processes of workbook runs under ``marker`` (a test's private runs dir), ranks included."""
-    from nbhelpers.procs import find_runs
+    from nbhelpers.runtime.procs import find_runs
 
     return find_runs(marker)
 
@@ -86,7 +86,7 @@ def make_notebook(path, *sources, params="N = 1"):
 def planted_report(tmp_path_factory):
     """run_all over two small notebooks (charts, widgets, a real failing run, a cell that raises) with
     secrets planted in the environment; yields (report folder, the runs folder)."""
-    from nbhelpers.report import run_all
+    from nbhelpers.report.build import run_all
 
     root = tmp_path_factory.mktemp("planted")
     script = root / "leaky.py"

@@ -3,9 +3,9 @@ import shlex
 
 import pytest
 
-from nbhelpers.abtest import ab_test
+from nbhelpers.scenarios.abtest import ab_test
 from nbhelpers.errors import ConfigError
-from nbhelpers.launchconfig import Config
+from nbhelpers.runtime.launchconfig import Config
 
 PROBE_SMALL = ["--size-mb", "1"]
 
@@ -72,7 +72,7 @@ def test_bench_interface_and_threads(runs_dir):
 
 
 def test_export_can_carry_the_real_jobs_timeout():
-    from nbhelpers.abtest import ABResult
+    from nbhelpers.scenarios.abtest import ABResult
 
     ab = ABResult([Config("a", {"NCCL_DEBUG": "WARN"}, 5), Config("b", {}, 5)], "probe", 2)
     text = ab.export("a", timeout_s=600)

@@ -112,7 +112,7 @@ def quick_copy(dst: Path) -> Path:
 @pytest.fixture
 def lab(tmp_path):
     """JupyterLab on 127.0.0.1:<free port> with an empty token, serving a quick copy of notebook 01."""
-    from nbhelpers.ports import free_port
+    from nbhelpers.runtime.ports import free_port
 
     if skip_reason():
         pytest.skip(skip_reason())

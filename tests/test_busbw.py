@@ -1,7 +1,7 @@
 """nccl-tests' size and bandwidth arithmetic."""
 import pytest
 
-from nbhelpers.busbw import bus_factor, expected_seconds, human, normalize_op, op_size_bytes, parse_size, size_range
+from nbhelpers.diagnosis.busbw import bus_factor, expected_seconds, human, normalize_op, op_size_bytes, parse_size, size_range
 
 
 def test_bus_factors_follow_nccl_tests():
@@ -33,7 +33,7 @@ def test_sizes_parse_and_range_like_nccl_tests():
     assert human(1 << 20) == "1 MiB" and human(1536) == "1.50 KiB"
 
 
-def test_expected_time_of_seed_001_allreduce():
+def test_expected_time_of_the_600s_eval_allreduce():
     size = op_size_bytes("ALLREDUCE", 467019003, 467019003, 4)
     # 1.87 GB x 2(8-1)/8 at 10 GB/s bus bandwidth: about a third of a second, not ten minutes
     assert expected_seconds("all_reduce", size, 8, 10.0) == pytest.approx(0.327, abs=0.001)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from nbhelpers import checkpoint as ck
-from nbhelpers.ckptrace import sigkill_test
+from nbhelpers.scenarios.ckptrace import sigkill_test
 
 
 def state(step=1, n=200_000):
@@ -105,7 +105,7 @@ def test_stale_temps_are_removed_live_ones_kept(tmp_path):
 
 def test_sigkill_mid_save_never_loses_the_latest(runs_dir):
     df = sigkill_test(kills=20, size_mb=4, mode="safe", quiet=True)
-    s = df.attrs["summary"]
+    s = df.summary
     assert s["kills"] >= 20
     assert s["unloadable"] == 0, df[df["problem"] != ""]
     assert s["temp_left_after_load"] == 0
@@ -115,5 +115,5 @@ def test_sigkill_mid_save_never_loses_the_latest(runs_dir):
 
 def test_plain_torch_save_does_lose_it(runs_dir):
     df = sigkill_test(kills=6, size_mb=2, mode="plain", quiet=True)
-    assert df.attrs["summary"]["unloadable"] >= 1, df
+    assert df.summary["unloadable"] >= 1, df
     assert not any(p.name.startswith("killtest") for p in runs_dir.iterdir()) if runs_dir.exists() else True

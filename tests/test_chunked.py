@@ -2,7 +2,8 @@
 import pytest
 import torch
 
-from nbhelpers.chunked import ChunkTimeout, PeakRSS, chunk_plan, chunked_all_reduce, compare_chunking, missing_rank
+from nbhelpers.chunked import ChunkTimeout, PeakRSS, chunk_plan, chunked_all_reduce
+from nbhelpers.scenarios.chunking import compare_chunking, missing_rank
 
 
 def test_chunk_plan_covers_every_element_once():
@@ -13,7 +14,7 @@ def test_chunk_plan_covers_every_element_once():
 
 
 def test_non_contiguous_tensor_is_refused_not_silently_copied():
-    t = torch.ones(4, 6).t()  # flatten() of this is a copy: seed 001's result would land in it
+    t = torch.ones(4, 6).t()  # flatten() of this is a copy: a flatten()-based version's result would land in it
     with pytest.raises(ValueError, match="contiguous"):
         chunked_all_reduce(t, 8)
 

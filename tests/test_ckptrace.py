@@ -1,6 +1,8 @@
-"""The checkpoint race and seed 003's rank-0-only collective, reproduced by real torchrun worlds."""
-from nbhelpers import ckptrace, torncauses
-from nbhelpers.classify import classify
+"""The checkpoint race and the rank-0-only collective (a hang after rank 0 loads a checkpoint), reproduced by
+real torchrun worlds."""
+from nbhelpers.scenarios import ckptrace
+from nbhelpers.scenarios import torncauses
+from nbhelpers.diagnosis.classify import classify
 
 
 def test_racy_fails_and_every_fix_holds_in_the_same_run(runs_dir):
@@ -39,8 +41,9 @@ def test_the_classifier_knows_the_torn_read_messages():
 
 
 def test_a_peer_lost_after_a_timeout_is_not_a_killed_rank():
-    """Seed 003's hang when rank 1 times out first: rank 0 then loses its peer; the cause is the timeout."""
-    from nbhelpers.classify import classify_logs
+    """The rank-0-only-collective hang when rank 1 times out first: rank 0 then loses its peer; the cause is the
+    timeout."""
+    from nbhelpers.diagnosis.classify import classify_logs
 
     closed = ("[rank0]: RuntimeError: [gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:10645. "
               "This is typically caused by a remote worker crashing. Check the logs of the remote worker.")

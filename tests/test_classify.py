@@ -11,8 +11,8 @@ import pytest
 from conftest import SHARED
 import importlib
 
-C = importlib.import_module("nbhelpers.classify")
-from nbhelpers.categories import CATEGORIES, IN_CORPUS
+C = importlib.import_module("nbhelpers.diagnosis.classify")
+from nbhelpers.diagnosis.categories import CATEGORIES, IN_CORPUS
 
 DEV = SHARED / "corpus" / "real_failure_logs.dev.jsonl"
 DATA = Path(__file__).resolve().parent / "data"

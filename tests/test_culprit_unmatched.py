@@ -1,5 +1,6 @@
-"""The 'unmatched' rule on the two orders seen in real runs of seed 003's hang (rank 0 or rank 1 times out first)."""
-from nbhelpers.culprit import RankView, find_culprit
+"""The 'unmatched' rule on the two orders seen in real runs of the hang after rank 0 loads a checkpoint
+(a collective inside rank-0-only code; rank 0 or rank 1 times out first)."""
+from nbhelpers.diagnosis.culprit import RankView, find_culprit
 
 SEND = "RuntimeError: [.../unbound_buffer.cc:129] Timed out waiting 3000ms for send operation to complete"
 RECV = "RuntimeError: [.../unbound_buffer.cc:78] Timed out waiting 3000ms for recv operation to complete"

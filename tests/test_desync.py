@@ -1,9 +1,9 @@
 """The real causes of collective timeouts: culprit rule 0 on traced sequences, and real worlds."""
 import pytest
 
-from nbhelpers.culprit import RankView, desync, find_culprit
-from nbhelpers.desync import guilty_rank, scenario, sequences
-from nbhelpers.timeouts import timeouts
+from nbhelpers.diagnosis.culprit import RankView, desync, find_culprit
+from nbhelpers.scenarios.desync import guilty_rank, scenario, sequences
+from nbhelpers.scenarios.timeouts import timeouts
 
 
 def traced(rank, calls, t0=0.0):

@@ -1,6 +1,6 @@
 """The paste box, driven as a user would: type text, click Diagnose, read the answer."""
-from nbhelpers.doctor import findings_frame, findings_html, paste_box
-from nbhelpers.diagnose import probe
+from nbhelpers.views.pastebox import findings_table, findings_html, paste_box
+from nbhelpers.scenarios.probe import probe
 
 
 def test_paste_box_diagnoses_real_log_text(runs_dir):
@@ -16,9 +16,9 @@ def test_paste_box_diagnoses_real_log_text(runs_dir):
 
 def test_findings_views_of_nothing_and_of_findings():
     assert "No known failure" in findings_html([])
-    from nbhelpers.classify import classify
+    from nbhelpers.diagnosis.classify import classify
 
     f = classify("RuntimeError: The server socket has failed to listen on any local network address. "
                  "port: 29500, useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use")
-    df = findings_frame(f)
+    df = findings_table(f)
     assert df.loc[0, "category"] == "port_in_use" and "line 1" in df.loc[0, "first evidence"]

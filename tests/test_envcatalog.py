@@ -5,7 +5,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from nbhelpers import envcatalog as ec
+from nbhelpers.diagnosis import envcatalog as ec
 
 # The variables the workbook's notebooks and the brief rely on: they must stay in the catalog.
 REQUIRED = [
@@ -132,8 +132,8 @@ def test_lookup():
     assert ec.is_known("NCCL_IB_QPS_PER_CONNECTION") and not ec.is_known("NCCL_TIMEOUT")
 
 
-def test_to_frame():
-    frame = ec.to_frame()
+def test_to_table():
+    frame = ec.to_table()
     assert len(frame) == len(ec.CATALOG)
     assert {"name", "type", "default", "allowed", "meaning", "deprecated_alias_of", "debug_only",
             "source"} <= set(frame.columns)
@@ -143,7 +143,7 @@ def test_to_frame():
 
 
 def test_import_pulls_in_neither_torch_nor_pandas():
-    code = ("import sys, nbhelpers.envcatalog, nbhelpers.lint; "
+    code = ("import sys, nbhelpers.diagnosis.envcatalog, nbhelpers.diagnosis.lint; "
             "print('torch' in sys.modules, 'pandas' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]

@@ -1,7 +1,7 @@
 """Drive the editor's widget objects as a user would (no browser): type, click, read the answer."""
 import pytest
 
-from nbhelpers.envedit import EnvEditor, env_editor
+from nbhelpers.views.envedit import EnvEditor, env_editor
 from nbhelpers.errors import ConfigError
 
 IFACES = [{"name": "eth0", "up": True, "mtu": 1500, "addresses": ["10.0.0.5"]},

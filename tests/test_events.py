@@ -1,14 +1,12 @@
 import subprocess
 import sys
 
-import pytest
-
-from nbhelpers.events import MARKER, parse_line, parse_lines, stage_table
+from nbhelpers.runtime.events import MARKER, parse_line, parse_lines, stage_rows
 
 RANK_PROGRAM = """
 import os, time
 os.environ["RANK"] = "3"
-from nbhelpers.events import stage
+from nbhelpers.runtime.events import stage
 with stage("one", size=4) as out:
     out["measured"] = 1.5
 try:
@@ -44,11 +42,17 @@ def test_parse_line_tolerates_prefixes_and_rejects_garbage():
     assert parse_line(MARKER + "[1, 2]") is None
 
 
-def test_stage_table_keeps_the_last_status_per_rank_and_stage():
-    df = stage_table(parse_lines(run_rank_program()))
+def test_stage_rows_keep_the_last_status_per_rank_and_stage():
+    df = stage_rows(parse_lines(run_rank_program()))
     assert list(df["stage"]) == ["one", "two"]
     assert list(df["status"]) == ["ok", "fail"]
     assert df.loc[df.stage == "two", "error"].item() == "ValueError: boom"
     assert (df["seconds"] >= 0).all()
-    with pytest.raises(KeyError):
-        df["nonexistent"]
+    assert list(df.columns) == ["rank", "host", "stage", "status", "start", "end", "seconds", "error"]
+
+
+def test_stage_rows_of_a_rank_still_running_have_no_end():
+    events = parse_lines(run_rank_program())[:3]  # "two" has started, not ended
+    df = stage_rows(events)
+    two = df[df.stage == "two"].iloc[0]
+    assert two["status"] == "running" and two["end"] != two["end"] and two["seconds"] != two["seconds"]  # NaN

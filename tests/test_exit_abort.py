@@ -1,5 +1,5 @@
 """workers.exit_abort for real: a job whose every step ran fails because rank 0 never destroyed its group."""
-from nbhelpers.launcher import launch
+from nbhelpers.runtime.launcher import launch
 
 
 def test_a_rank_that_ends_without_destroy_aborts_in_shutdown_and_is_named_for_it(runs_dir):
@@ -9,7 +9,7 @@ def test_a_rank_that_ends_without_destroy_aborts_in_shutdown_and_is_named_for_it
     assert rec["signal"] == "SIGABRT" and rec["returncode"] == -6, rec
     assert "terminate called without an active exception" in res.logs[0]
     assert any(e.get("rank") == 0 and e["stage"] == "done" for e in res.events)  # its script had ended
-    assert res.verdict.kind == "exit_abort" and res.culprit == 0, res.verdict
+    assert res.verdict.kind == "exit_without_destroy" and res.culprit == 0, res.verdict
     assert "destroy_process_group" in res.verdict.reason and "nothing hung" in res.verdict.reason
     top = res.findings[0]
     assert top.category == "exit_without_destroy", res.findings

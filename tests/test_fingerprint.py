@@ -3,16 +3,16 @@ import os
 import subprocess
 import sys
 
-from nbhelpers import fingerprint as fp_mod
-from nbhelpers.fingerprint import collect, match_ifname, nccl_would_pick, to_frame
-from nbhelpers.redact import REDACTED
+from nbhelpers.diagnosis import fingerprint as fp_mod
+from nbhelpers.diagnosis.fingerprint import collect, match_ifname, nccl_would_pick, to_table
+from nbhelpers.diagnosis.redact import REDACTED
 
 
 def test_collect_redacts_secrets_wherever_the_fingerprint_goes(monkeypatch):
     monkeypatch.setenv("TORCH_HUB_TOKEN", "tok_supersecret_1")
     monkeypatch.setenv("MASTER_ADDR", "https://alice:pw_secret@example.org")
     fp = collect()
-    shown = json.dumps(fp) + to_frame(fp).to_string()
+    shown = json.dumps(fp) + to_table(fp).to_string()
     assert "tok_supersecret_1" not in shown and "pw_secret" not in shown
     assert fp["env"]["TORCH_HUB_TOKEN"] == REDACTED
     assert fp["torch"].startswith("2.") and fp["gpus"] >= 0 and fp["hostname"]
@@ -46,7 +46,7 @@ def test_ifname_syntax_matches_nccls_rules():
 
 def test_fingerprint_is_the_probes_first_stage_output():
     env = dict(os.environ, RANK="0", NCCL_IB_PASSWORD="zz_secret_value")
-    out = subprocess.run([sys.executable, "-c", "from nbhelpers.events import stage\nfrom nbhelpers.fingerprint import collect\n"
+    out = subprocess.run([sys.executable, "-c", "from nbhelpers.runtime.events import stage\nfrom nbhelpers.diagnosis.fingerprint import collect\n"
                           "with stage('fingerprint') as o: o['fingerprint'] = collect(with_torch=False)"],
                          capture_output=True, text=True, env=env, check=True).stdout
     assert "zz_secret_value" not in out and "NCCL_IB_PASSWORD" in out

@@ -13,8 +13,14 @@ def test_import_starts_nothing_heavy():
 
 def test_functions_named_like_their_module_survive_the_module_import():
     code = ("import importlib, nbhelpers as nb\n"
-            "names = ['classify', 'supervise', 'sweep', 'timeouts']\n"
-            "for n in names: importlib.import_module('nbhelpers.' + n)\n"
-            "from nbhelpers.classify import CHUNK\n"
+            "names = {'classify': 'diagnosis', 'supervise': 'scenarios', 'sweep': 'scenarios', 'timeouts': 'scenarios'}\n"
+            "for n, layer in names.items(): importlib.import_module(f'nbhelpers.{layer}.{n}')\n"
             "print(all(callable(getattr(nb, n)) and getattr(nb, n).__name__ == n for n in names))")
     assert run(code) == "True"
+
+
+def test_every_public_name_is_listed_and_loads():
+    code = ("import nbhelpers as nb\n"
+            "missing = [n for n in nb.__all__ if getattr(nb, n, None) is None]\n"
+            "print(len(nb.__all__) > 90, sorted(nb.__all__) == nb.__all__, missing, set(nb.__all__) <= set(dir(nb)))")
+    assert run(code) == "True True [] True"

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import workbook_processes
 from nbhelpers import PortInUseError, Run
-from nbhelpers.diagnose import probe
+from nbhelpers.scenarios.probe import probe
 from nbhelpers.workers.probe import STAGES
 
 
@@ -132,7 +132,7 @@ def test_ranks_do_not_outlive_their_kernel(runs_dir, how):
 def test_the_culprit_is_named_before_torchrun_finishes_tearing_down(runs_dir):
     res = probe(2, timeout=5, size_mb=1, fault="stall", stall=60, live=False)
     assert res.culprit == 1
-    first_failure = res.summary()["first_failure_s"]
+    first_failure = res.to_dict()["first_failure_s"]
     assert first_failure <= res.culprit_named_s < res.wall_s
 
 

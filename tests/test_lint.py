@@ -1,7 +1,7 @@
 import pytest
 
-from nbhelpers import fingerprint
-from nbhelpers.lint import Finding, findings_frame, lint_env
+from nbhelpers.diagnosis import fingerprint
+from nbhelpers.diagnosis.lint import Finding, findings_table, lint_env
 
 IFACES = [
     {"name": "eth0", "up": True, "mtu": 1500, "addresses": ["10.0.0.5"]},
@@ -265,10 +265,10 @@ def test_errors_come_first():
     assert [f.level for f in findings] == ["error", "warning", "info"]
 
 
-def test_findings_frame():
-    frame = findings_frame(lint(NCCL_TIMEOUT="5", NCCL_DEBUG="INFO"))
+def test_findings_table():
+    frame = findings_table(lint(NCCL_TIMEOUT="5", NCCL_DEBUG="INFO"))
     assert list(frame.columns) == ["name", "value", "level", "rule", "message", "fix"]
     assert frame["name"].tolist() == ["NCCL_TIMEOUT", "NCCL_DEBUG"]
-    empty = findings_frame([])
+    empty = findings_table([])
     assert len(empty) == 0 and list(empty.columns) == list(frame.columns)
     assert isinstance(lint(NCCL_TIMEOUT="5")[0], Finding)

@@ -1,8 +1,8 @@
 """Per-node torchrun commands, and real two-node worlds on loopback (two torchruns, one c10d store)."""
 import shlex
 
-from nbhelpers.multinode import Plan, error_line, rendezvous_began, start_nodes
-from nbhelpers.ports import free_port
+from nbhelpers.runtime.multinode import Plan, error_line, rendezvous_began, start_nodes
+from nbhelpers.runtime.ports import free_port
 
 
 def test_every_node_gets_the_same_world_but_only_the_master_hosts_the_store():
@@ -52,7 +52,7 @@ def test_ssh_argv_without_connecting():
 
 
 def test_ssh_prefix_sets_the_environment_remotely():
-    from nbhelpers.multinode import ssh_prefix
+    from nbhelpers.runtime.multinode import ssh_prefix
 
     argv = ssh_prefix("node-b", {"GLOO_SOCKET_IFNAME": "eth 0"})
     assert argv[:2] == ["ssh", "-tt"] and argv[argv.index("node-b") + 1] == "env"
@@ -81,7 +81,7 @@ def test_two_nodes_on_loopback_pass_the_staged_test(runs_dir):
 
 
 def test_a_node_that_never_comes_fails_the_rendezvous_in_bounded_time(runs_dir):
-    # seed 004: the worker node starts minutes late; the master's rendezvous gives up after join_timeout
+    # a two-node test whose worker node starts minutes late: the master's rendezvous gives up after join_timeout
     plan = Plan(nnodes=2, master_addr="127.0.0.1", port=free_port(), join_timeout=3)
     res = start_nodes(plan, [[]], timeout=60, name="late").wait(live=False)
     assert res.status == "failed"

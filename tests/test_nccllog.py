@@ -4,8 +4,8 @@ import json
 import pytest
 
 from conftest import SHARED, has_gpus
-from nbhelpers.nccllog import (channel_table, nccl_chart, nccl_summary, parse_logs, parse_nccl, sample_log,
-                               nccl_debug_run)
+from nbhelpers.diagnosis.nccllog import channel_table, nccl_chart, nccl_summary, parse_logs, parse_nccl, sample_log
+from nbhelpers.scenarios.nccl import nccl_debug_run
 
 CORPUS = SHARED / "corpus" / "real_failure_logs.dev.jsonl"
 
@@ -114,7 +114,7 @@ def test_real_nccl_debug_log_is_parsed(runs_dir):
 @pytest.mark.gpu
 @pytest.mark.skipif(not has_gpus(2), reason="needs 2 CUDA GPUs (NCCL channels)")
 def test_p2p_disable_changes_the_transport_in_the_table(runs_dir):
-    from nbhelpers.nccllog import nccl_transport_ab
+    from nbhelpers.scenarios.nccl import nccl_transport_ab
 
     t = nccl_transport_ab(settings=({}, {"NCCL_P2P_DISABLE": "1"}), nproc=2)
     assert (t["status"] == "ok").all(), t

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from conftest import REPO, is_root
-from nbhelpers import netlab
+from nbhelpers.scenarios import netlab
 
 pytestmark = pytest.mark.root
 needs_root = pytest.mark.skipif(not is_root(), reason="network namespaces need root")
@@ -66,7 +66,7 @@ def test_without_a_firewall_tool_the_port_faults_are_skipped_with_one_sentence(c
     assert table.loc["port-drop", "status"] == "skipped"
     assert table.loc["port-drop", "error"] == netlab.NO_FIREWALL and "apt-get install -y nftables" in netlab.NO_FIREWALL
     assert table.loc["ifname-missing", "status"] == "failed" and table.loc["ifname-missing", "classified right"]
-    assert list(table.attrs["scenarios"]) == ["ifname-missing"]
+    assert list(table.runs) == ["ifname-missing"]
     assert "port-drop" in netlab.results_markdown(table)
 
 
@@ -95,7 +95,7 @@ def test_stale_namespaces_of_dead_owners_are_removed(clean):
 
 @needs_root
 def test_an_interrupted_lab_cleans_up(clean):
-    code = ("import time; from nbhelpers.netlab import Lab\n"
+    code = ("import time; from nbhelpers.scenarios.netlab import Lab\n"
             "with Lab() as lab:\n    print(lab.a, flush=True)\n    time.sleep(60)\n")
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
                          env=dict(os.environ, PYTHONPATH=os.getcwd()))
@@ -131,7 +131,7 @@ def test_faults_end_in_their_real_error_classified(runs_dir, clean):
 
 @needs_root
 def test_interrupting_the_lab_runs_stops_them_and_leaves_nothing(clean):
-    code = ("import sys; from nbhelpers import netlab\n"
+    code = ("import sys; from nbhelpers.scenarios import netlab\n"
             "try:\n    netlab.run_lab(['ifname-lo', 'port-drop'], parallel=2)\n"
             "except KeyboardInterrupt:\n    print('interrupted', netlab.namespaces(), flush=True)\n")
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,

@@ -3,7 +3,7 @@ import socket
 import pytest
 
 from nbhelpers.errors import PortInUseError, WorkbookError
-from nbhelpers.ports import check_port, free_port, port_in_use, port_owner
+from nbhelpers.runtime.ports import check_port, free_port, port_in_use, port_owner
 
 
 def test_free_port_is_free():

@@ -3,15 +3,16 @@ import shlex
 import pytest
 
 from nbhelpers.errors import ConfigError
-from nbhelpers.launchconfig import Config, parse_timeout
-from nbhelpers.lint import lint_env
-from nbhelpers.presets import SEED_EXPORTS, omp_threads_per_rank, preset, presets, presets_frame, seed_lint_frame
+from nbhelpers.runtime.launchconfig import Config, parse_timeout
+from nbhelpers.diagnosis.lint import lint_env
+from nbhelpers.scenarios.presets import (ADVISED_EXPORTS, advice_lint_table, omp_threads_per_rank, preset, presets,
+                                         presets_table)
 
 IFACES = [{"name": "eth0", "up": True, "mtu": 1500, "addresses": ["10.0.0.5"]},
           {"name": "lo", "up": True, "mtu": 65536, "addresses": ["127.0.0.1"]}]
 
 
-def test_the_four_seed_presets_exist_and_explain_every_variable():
+def test_the_four_launch_script_presets_exist_and_explain_every_variable():
     ps = presets()
     assert list(ps) == ["basic", "gpu_cache", "prefetch", "conservative"]
     for p in ps.values():
@@ -21,18 +22,18 @@ def test_the_four_seed_presets_exist_and_explain_every_variable():
         assert "process-group timeout" in set(table["variable"])
 
 
-def test_corrected_presets_lint_clean_while_the_seeds_do_not():
+def test_corrected_presets_lint_clean_while_the_advised_exports_do_not():
     for p in presets().values():
         found = lint_env(p.env, interfaces=IFACES)
         assert [f for f in found if f.level in ("error", "warning")] == [], (p.name, found)
         assert p.config().problems(IFACES) == []
-    seeds = seed_lint_frame(IFACES)
-    errors = seeds[seeds.level == "error"]
+    advice = advice_lint_table(IFACES)
+    errors = advice[advice.level == "error"]
     assert {"NCCL_TIMEOUT", "NCCL_SOCKET_TIMEOUT", "NCCL_CONNECT_TIMEOUT"} <= set(errors["name"])
-    assert set(seeds["seed"]) == set(SEED_EXPORTS)
+    assert set(advice["advised"]) == set(ADVISED_EXPORTS)
 
 
-def test_seed_settings_are_dropped_or_renamed_never_kept():
+def test_advised_settings_are_dropped_or_renamed_never_kept():
     for p in presets().values():
         assert not {"NCCL_TIMEOUT", "NCCL_BLOCKING_WAIT", "NCCL_ASYNC_ERROR_HANDLING"} & set(p.env)
         assert {"NCCL_TIMEOUT", "NCCL_IB_DISABLE", "NCCL_P2P_DISABLE"} <= {d.name for d in p.dropped}
@@ -55,7 +56,7 @@ def test_prefetch_sizes_threads_to_the_node():
     assert "prefetch_factor" in preset("prefetch").in_code
     with pytest.raises(KeyError, match="choose one of"):
         preset("turbo")
-    assert list(presets_frame().index) == list(presets())
+    assert list(presets_table().index) == list(presets())
 
 
 @pytest.mark.parametrize("text,want", [("30", 30), (" 600 ", 600), (5, 5), (2.0, 2)])

@@ -3,7 +3,7 @@ import sys
 
 import psutil
 
-from nbhelpers.procs import stop_tree
+from nbhelpers.runtime.procs import stop_tree
 
 STUBBORN = ("import signal, subprocess, sys, time\n"
             "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"

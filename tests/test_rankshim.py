@@ -11,7 +11,7 @@ import psutil
 
 def shim(tmp_path, code: str, rank: str = "0") -> subprocess.Popen:
     env = dict(os.environ, RANK=rank)
-    return subprocess.Popen([sys.executable, "-m", "nbhelpers.rankshim", "--log-dir", str(tmp_path), "--",
+    return subprocess.Popen([sys.executable, "-m", "nbhelpers.runtime.rankshim", "--log-dir", str(tmp_path), "--",
                              "-c", code], env=env, stdin=subprocess.DEVNULL)
 
 

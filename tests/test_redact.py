@@ -1,4 +1,4 @@
-from nbhelpers.redact import REDACTED, is_secret_name, redact_env, redact_text
+from nbhelpers.diagnosis.redact import REDACTED, is_secret_name, redact_env, redact_text
 
 
 def test_secret_names():
@@ -35,7 +35,7 @@ def test_redact_text_secret_flags_assignments_and_escaped_forms():
 
 
 def test_redact_obj_walks_nested_structures():
-    from nbhelpers.redact import redact_obj
+    from nbhelpers.diagnosis.redact import redact_obj
 
     obj = {"a": ["--token sekrit99", {"b": "https://u:pw@x/"}], "n": 3}
     assert redact_obj(obj, {}) == {"a": [f"--token {REDACTED}", {"b": f"https://{REDACTED}@x/"}], "n": 3}

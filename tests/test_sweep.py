@@ -1,7 +1,7 @@
 """The bandwidth sweep: a real small sweep, and the table from events."""
 import pytest
 
-from nbhelpers.sweep import peak_busbw, sweep, sweep_chart, sweep_table
+from nbhelpers.scenarios.sweep import peak_busbw, sweep, sweep_chart, sweep_table
 from nbhelpers.workers.sweep import parse_sizes
 
 
@@ -32,5 +32,5 @@ def test_real_sweep_checks_every_size(runs_dir, op):
 @pytest.mark.skipif(not __import__("conftest").has_gpus(2), reason="needs 2 GPUs for an NCCL world")
 def test_nccl_sweep_on_gpus(runs_dir):
     t = sweep("1M:16M:4", backend="nccl", iters=5, live=False)
-    assert (t["check"] == "ok").all() and t.attrs["result"].ok
-    assert t.attrs["result"].events[0].get("backend") == "nccl"
+    assert (t["check"] == "ok").all() and t.runs["sweep"].ok
+    assert t.runs["sweep"].events[0].get("backend") == "nccl"

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from nbhelpers.watchdog import parse_watchdog, slow_or_stuck, watchdog_frame
+from nbhelpers.diagnosis.watchdog import parse_watchdog, slow_or_stuck, watchdog_table
 
 CASES = json.loads((Path(__file__).parent / "data" / "watchdog_lines.json").read_text())
 
@@ -13,11 +13,11 @@ CASES = json.loads((Path(__file__).parent / "data" / "watchdog_lines.json").read
 def test_every_real_wording_parses(case):
     lines = parse_watchdog(case["text"])
     assert lines, case["source"]
-    got = lines[0].as_dict()
+    got = lines[0].to_dict()
     assert {k: got.get(k) for k in case["expect"]} == case["expect"]
 
 
-def test_seed_001_is_stuck_with_the_arithmetic_shown():
+def test_the_600s_eval_allreduce_timeout_is_stuck_with_the_arithmetic_shown():
     v = slow_or_stuck(CASES[0]["text"], world=8, busbw_gbs=10.0)
     assert v.verdict == "stuck"
     assert v.expected_s == pytest.approx(0.327, abs=0.001) and v.margin > 1000
@@ -57,7 +57,7 @@ def test_gloo_line_names_no_peer_and_says_so():
 
 
 def test_watchdog_follow_up_line_is_read():
-    df = watchdog_frame(CASES[1]["text"])
+    df = watchdog_table(CASES[1]["text"])
     assert df.attrs["at_work"] == [(1580, 1582, 1579)]
     v = slow_or_stuck(CASES[1]["text"], world=8, busbw_gbs=10.0)
     assert any("last enqueued 1582" in n for n in v.notes)

@@ -2,7 +2,7 @@
 import pytest
 
 from conftest import has_gpus
-from nbhelpers.diagnose import probe
+from nbhelpers.scenarios.probe import probe
 from nbhelpers.workers.common import pick_backend
 
 

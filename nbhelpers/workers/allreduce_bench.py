@@ -17,8 +17,8 @@ import argparse
 import statistics
 import time
 
-from ..events import stage
-from .common import join, log, sync
+from nbhelpers.runtime.events import stage
+from nbhelpers.workers.common import join, log, sync
 
 
 def parse_args(argv=None):

@@ -15,9 +15,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from ..chunked import PeakRSS, chunk_plan, chunked_all_reduce
-from ..events import emit, stage
-from .common import join, leave, log, sync
+from nbhelpers.chunked import PeakRSS, chunk_plan, chunked_all_reduce
+from nbhelpers.runtime.events import emit, stage
+from nbhelpers.workers.common import join, leave, log, sync
 
 
 def parse_args(argv=None):

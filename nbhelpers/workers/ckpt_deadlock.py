@@ -1,4 +1,4 @@
-"""Seed 003's hang: a collective inside rank-0-only checkpoint loading code.
+"""The hang after rank 0 loads a checkpoint: a collective inside rank-0-only checkpoint loading code.
 
     if rank == 0:
         state = torch.load(path)
@@ -6,8 +6,9 @@
     dist.all_reduce(grad)                # the next training step, on every rank
 
 Rank 0 waits in its broadcast, the others in the all_reduce: neither completes, and both time out
-after the process group timeout (seed 003 saw it after 1800000 ms).  ``--fixed`` moves the broadcast
-out of the ``if``: every rank calls it, and the step goes through.
+after the process group timeout (with a 30 min timeout: ``Timed out waiting 1800000ms for recv operation
+to complete``).  ``--fixed`` moves the broadcast out of the ``if``: every rank calls it, and the step goes
+through.
 
 Run by hand::
 
@@ -21,8 +22,8 @@ import os
 import shutil
 from pathlib import Path
 
-from ..events import emit, stage
-from .common import init, log
+from nbhelpers.runtime.events import emit, stage
+from nbhelpers.workers.common import init, log
 
 
 def parse_args(argv=None):
@@ -37,7 +38,7 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     import torch
 
-    from ..checkpoint import atomic_save
+    from nbhelpers.checkpoint import atomic_save
 
     dist = init("gloo", args.timeout)
     rank = dist.get_rank()

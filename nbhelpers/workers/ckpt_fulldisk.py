@@ -1,6 +1,6 @@
 """torch.save onto a filesystem that fills up mid-save, then torch.load of what was left.
 
-Meant to run on a small tmpfs in a private mount namespace (see :mod:`nbhelpers.sandbox`)::
+Meant to run on a small tmpfs in a private mount namespace (see :mod:`nbhelpers.runtime.sandbox`)::
 
     unshare -m --propagation private sh -c \\
       'mount -t tmpfs -o size=20m tmpfs /tmp/full && exec python -m nbhelpers.workers.ckpt_fulldisk --dir /tmp/full'
@@ -15,7 +15,7 @@ import os
 import shutil
 from pathlib import Path
 
-from ..events import emit, error_text
+from nbhelpers.runtime.events import emit, error_text
 
 
 def main(argv=None) -> None:
@@ -25,7 +25,7 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     import torch
 
-    from ..checkpoint import explain_torn
+    from nbhelpers.checkpoint import explain_torn
 
     d = Path(args.dir)
     disk = shutil.disk_usage(d)

@@ -22,7 +22,7 @@ import signal
 import time
 from pathlib import Path
 
-from ..events import emit, error_text
+from nbhelpers.runtime.events import emit, error_text
 
 
 def parse_args(argv=None):
@@ -51,7 +51,7 @@ def writer(d: Path, mode: str, size_mb: float, keep: int, start_step: int, ack_f
 
     import torch
 
-    from ..checkpoint import CheckpointManager
+    from nbhelpers.checkpoint import CheckpointManager
 
     ctypes.CDLL(None).prctl(1, int(signal.SIGKILL))  # die with the parent, whatever happens to it
     mgr = CheckpointManager(d, keep=keep)
@@ -77,7 +77,7 @@ def check_loaded(state, step: int) -> str | None:
 def load_latest(d: Path, mode: str):
     import torch
 
-    from ..checkpoint import CheckpointManager
+    from nbhelpers.checkpoint import CheckpointManager
 
     if mode == "safe":
         state, entry = CheckpointManager(d).load_latest()
@@ -87,7 +87,7 @@ def load_latest(d: Path, mode: str):
 
 
 def temps(d: Path) -> list[str]:
-    from ..checkpoint import TEMP_MARK
+    from nbhelpers.checkpoint import TEMP_MARK
 
     return sorted(p.name for p in d.iterdir() if TEMP_MARK in p.name) if d.is_dir() else []
 
@@ -140,7 +140,7 @@ def main(argv=None) -> None:
 
     torch.set_num_threads(1)
 
-    from ..checkpoint import CheckpointManager
+    from nbhelpers.checkpoint import CheckpointManager
 
     t = time.time()  # step 0, saved whole before any kill; timed, so that kills land within a few saves
     if args.mode == "safe":

@@ -1,4 +1,4 @@
-"""The checkpoint race (seed 003): rank 0 saves while the other ranks load; fixes measured in the same run.
+"""The checkpoint race: rank 0 saves while the other ranks load; fixes measured in the same run.
 
 Per trial and variant, after a barrier: rank 0 writes a state dict of ``--size-mb`` to a fresh
 path; the other ranks get it as the variant says:
@@ -27,8 +27,8 @@ import shutil
 import time
 from pathlib import Path
 
-from ..events import emit, error_text
-from .common import init, log
+from nbhelpers.runtime.events import emit, error_text
+from nbhelpers.workers.common import init, log
 
 VARIANTS = ["racy", "barrier", "atomic", "atomic_barrier", "broadcast", "verify"]
 BARRIER_FIRST = {"barrier", "atomic_barrier"}
@@ -116,9 +116,9 @@ def receive_broadcast(dist, state_shape):
 
 
 def run_trial(dist, rank: int, variant: str, trial: int, args, base: Path, state, shapes) -> None:
-    from ..checkpoint import atomic_save, has_end_record
-
     import torch
+
+    from nbhelpers.checkpoint import atomic_save, has_end_record
 
     path = base / f"{variant}-{trial}.pt"
     tag = 1000 * (trial + 1)

@@ -6,13 +6,17 @@ import socket
 import sys
 from datetime import timedelta
 
-from ..events import rank_identity
+from nbhelpers.runtime.events import rank_identity
 
 
 def log(msg: str) -> None:
     """Print with the ``[host:rank]`` prefix and flush (a rank may be killed at any moment)."""
     rank, host = rank_identity()
     print(f"[{host}:{rank}] {msg}", flush=True)
+
+
+class CheckFailed(RuntimeError):
+    """A collective returned wrong numbers."""
 
 
 def pick_backend(requested: str = "auto") -> str:
@@ -49,7 +53,7 @@ def join(requested: str, timeout_s: float):
     """Pick the backend, ``init_process_group`` inside a ``rendezvous`` stage event, take this rank's device.
 
     Returns ``(dist, dev)``; every collective worker starts with it."""
-    from ..events import stage
+    from nbhelpers.runtime.events import stage
 
     backend = pick_backend(requested)
     with stage("rendezvous", backend=backend, timeout=timeout_s):
@@ -60,7 +64,7 @@ def join(requested: str, timeout_s: float):
 
 def leave(dist, what: str) -> None:
     """The end every collective worker shares: ``destroy`` as a stage event, then ``done``, then '<what> passed'."""
-    from ..events import emit, stage
+    from nbhelpers.runtime.events import emit, stage
 
     with stage("destroy"):
         dist.destroy_process_group()

@@ -8,14 +8,14 @@ At step ``--fault-step`` rank ``--fault-rank`` misbehaves, per ``--scenario``:
 straggler       sleeps ``--stall`` s before "grads" (data loading, a slow disk, a rank-0 save)
 skip            skips its "loss" all_reduce (``if not torch.isnan(loss): all_reduce(loss)``)
 shape           sends "grads" with 1000 elements instead of 1024 (a rank with another config)
-rank0-only      rank 0 alone calls a broadcast "ema state_dict" (seed 003's EMA/state_dict shape)
+rank0-only      rank 0 alone calls a broadcast "ema state_dict" (an EMA load in rank-0-only code)
 crash           starts "grads", then dies by SIGKILL in the middle of it (the OOM killer)
-eval-naive      its evaluation raises; seed 001's "skip failed eval" skips the metrics all_reduce
+eval-naive      its evaluation raises; "skip the failed evaluation" skips the metrics all_reduce
 eval-agreed     its evaluation raises; all ranks all_reduce an error flag first and skip together
 ==============  ============================================================================
 
 Every collective is an event ``#<seq> <call>`` with ``seq``, ``call``, ``op``, ``shape``, ``dtype``:
-the per-rank collective sequence the culprit logic compares (``nbhelpers.culprit``, rule 0).  When
+the per-rank collective sequence the culprit logic compares (``nbhelpers.diagnosis.culprit``, rule 0).  When
 a collective fails and ``TORCH_FR_BUFFER_SIZE`` is set, the rank dumps torch's Flight Recorder (the
 last entries) as an event.  With ``--monitored S`` a ``monitored_barrier`` (timeout S) opens every
 step, and names the rank that does not arrive.
@@ -34,8 +34,8 @@ import signal
 import time
 from datetime import timedelta
 
-from ..events import emit, stage
-from .common import join, leave, log
+from nbhelpers.runtime.events import emit, stage
+from nbhelpers.workers.common import join, leave, log
 
 SCENARIOS = ["none", "straggler", "skip", "shape", "rank0-only", "crash", "eval-naive", "eval-agreed"]
 
@@ -148,7 +148,7 @@ def main(argv=None) -> None:
 def run_eval(coll, dist, rank: int, me: bool, sc: str, dev) -> None:
     import torch
 
-    if sc == "eval-naive":  # seed 001's pattern: catch, log, return defaults, carry on training
+    if sc == "eval-naive":  # 'skip the failed evaluation': catch, log, return defaults, carry on training
         try:
             with stage("eval", rank_fails=me):
                 metrics = evaluate(rank, me, dev)

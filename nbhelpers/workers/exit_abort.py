@@ -23,8 +23,8 @@ import argparse
 import atexit
 import time
 
-from ..events import emit, stage
-from .common import join, leave, log
+from nbhelpers.runtime.events import emit, stage
+from nbhelpers.workers.common import join, leave, log
 
 ENDING = "exit_abort/rank0-ending"
 

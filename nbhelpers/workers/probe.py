@@ -23,16 +23,22 @@ import argparse
 import os
 import time
 
-from ..events import stage
-from .common import closed_port, device_for, exit_now, init, leave, log, pick_backend, sync
+from nbhelpers.runtime.events import stage
+from nbhelpers.workers.common import (
+    CheckFailed,
+    closed_port,
+    device_for,
+    exit_now,
+    init,
+    leave,
+    log,
+    pick_backend,
+    sync,
+)
 
 STAGES = ["fingerprint", "rendezvous", "device", "small_allreduce", "barrier",
           "large_allreduce", "allgather_broadcast", "destroy"]
 FAULTS = ["none", "never-join", "stall", "exit", "wrong-port", "mismatch"]
-
-
-class CheckFailed(RuntimeError):
-    """A collective returned, but with the wrong numbers."""
 
 
 def parse_args(argv=None):
@@ -76,7 +82,7 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     rank = int(os.environ.get("RANK", "0"))
     with stage("fingerprint") as out:
-        from ..fingerprint import collect
+        from nbhelpers.diagnosis.fingerprint import collect
         fp = collect()
         out["fingerprint"] = fp
         backend = pick_backend(args.backend)

@@ -1,6 +1,6 @@
-"""DataLoader workers passing batches through /dev/shm (seed 002's shared-memory failure).
+"""DataLoader workers passing batches through /dev/shm (the /dev/shm shared-memory failure).
 
-Run on a tiny /dev/shm in a private mount namespace (see :mod:`nbhelpers.sandbox`)::
+Run on a tiny /dev/shm in a private mount namespace (see :mod:`nbhelpers.runtime.sandbox`)::
 
     unshare -m --propagation private sh -c \\
       'mount -t tmpfs -o size=1m tmpfs /dev/shm && exec python -m nbhelpers.workers.shm_loader --batch-size 4'
@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from ..events import emit, error_text
+from nbhelpers.runtime.events import emit, error_text
 
 
 def main(argv=None) -> None:
@@ -25,7 +25,7 @@ def main(argv=None) -> None:
     p.add_argument("--items", type=int, default=16)
     p.add_argument("--timeout", type=float, default=5.0, help="DataLoader timeout, seconds (bounds the hang)")
     args = p.parse_args(argv)
-    from ..fingerprint import collect
+    from nbhelpers.diagnosis.fingerprint import collect
 
     fp = collect(with_torch=False)
     emit("fingerprint", "ok", shm_total=fp["shm_total"], shm_free=fp["shm_free"], warnings=fp["warnings"])

@@ -11,7 +11,7 @@ address)::
     torchrun --nnodes 2 --node-rank 0 --nproc-per-node 1 --rdzv-backend c10d \\
         --rdzv-endpoint 10.0.0.1:29500 --rdzv-id job1 -m nbhelpers.workers.staged --timeout 10
 
-From a notebook: ``nbhelpers.multinode.staged_test(...)`` or the lab in notebook 05.
+From a notebook: ``nbhelpers.runtime.multinode.staged_test(...)`` or the lab in notebook 05.
 """
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ import os
 import socket
 import time
 
-from ..events import emit, stage
-from .common import device_for, init, log, pick_backend, sync
+from nbhelpers.runtime.events import emit, stage
+from nbhelpers.workers.common import device_for, init, log, pick_backend, sync
 
 UNITS = {"K": 2**10, "M": 2**20, "G": 2**30}
 

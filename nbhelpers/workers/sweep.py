@@ -1,6 +1,6 @@
 """Bandwidth sweep, like nccl-tests' all_reduce_perf: per size, warm-up, timed iterations, a check.
 
-For each size (bytes, nccl-tests' meaning of ``size``, see :mod:`nbhelpers.busbw`) every rank runs
+For each size (bytes, nccl-tests' meaning of ``size``, see :mod:`nbhelpers.diagnosis.busbw`) every rank runs
 ``--warmup`` untimed calls, then ``--iters`` timed calls (a barrier first, the average per call), and
 one checked call on known values.  Each size is one stage event carrying this rank's times; the
 kernel takes the slowest rank per size (as nccl-tests does) and computes algbw and busbw.
@@ -9,20 +9,16 @@ Run by hand::
 
     torchrun --nproc-per-node 2 -m nbhelpers.workers.sweep --sizes 4K:16M:4 --op all_reduce
 
-From a notebook: ``nbhelpers.sweep(sizes="4K:16M:4")``.
+From a notebook: ``nbhelpers.scenarios.sweep(sizes="4K:16M:4")``.
 """
 from __future__ import annotations
 
 import argparse
 import time
 
-from ..busbw import OPS, human, parse_size, size_range
-from ..events import stage
-from .common import join, leave, log, sync
-
-
-class CheckFailed(RuntimeError):
-    """The collective returned wrong numbers."""
+from nbhelpers.diagnosis.busbw import OPS, human, parse_size, size_range
+from nbhelpers.runtime.events import stage
+from nbhelpers.workers.common import CheckFailed, join, leave, log, sync
 
 
 def parse_sizes(text: str) -> list[int]:

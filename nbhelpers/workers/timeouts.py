@@ -7,7 +7,8 @@ group so that one failure does not poison the next:
 1. ``pg-timeout``: a blocking all_reduce on a group created with ``timeout=--pg-timeout``;
 2. ``wait(timeout)``: ``all_reduce(async_op=True).wait(timeout=--wait-timeout)``;
 3. ``monitored_barrier``: ``monitored_barrier(timeout=--monitored-timeout, wait_all_ranks=True)``;
-4. ``signal.alarm``: ``signal.alarm(--alarm)`` around a blocking all_reduce (seed 001's ``nccl_timeout_handler``).
+4. ``signal.alarm``: ``signal.alarm(--alarm)`` around a blocking all_reduce (the often-suggested
+   ``nccl_timeout_handler``).
 
 Each result is an event ``measure`` with the bound asked for, the seconds until control came
 back, and what was raised.  Run by hand::
@@ -21,12 +22,12 @@ import signal
 import time
 from datetime import timedelta
 
-from ..events import emit, error_text, stage
-from .common import exit_now, init, log
+from nbhelpers.runtime.events import emit, error_text, stage
+from nbhelpers.workers.common import exit_now, init, log
 
 
 class AlarmFired(Exception):
-    """Raised by the SIGALRM handler, as seed 001's nccl_timeout_handler does."""
+    """Raised by the SIGALRM handler, as the often-suggested nccl_timeout_handler does."""
 
 
 def parse_args(argv=None):
@@ -96,7 +97,7 @@ def main(argv=None) -> None:
     emit("done", "ok")
     log("measured every timeout")
     # no destroy_process_group: the groups have collectives in flight that will never complete; and no interpreter
-    # shutdown either: gloo threads torn down at exit may abort the rank (SIGABRT, see culprit's exit_abort)
+    # shutdown either: gloo threads torn down at exit may abort the rank (SIGABRT, see the culprit rule exit_without_destroy)
     exit_now(0, "the groups still have collectives in flight, so the interpreter's shutdown is skipped")
 
 

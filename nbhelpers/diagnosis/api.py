@@ -1,0 +1,77 @@
+"""The verdict model: one name per failure, one name per culprit rule, and the Verdict itself.
+
+Every layer speaks these names: the classifier's categories and the verdict's failure are
+:class:`Failure` members, the culprit rule that named a rank is a :class:`Rule`, and the advice for
+both comes from one table (:data:`nbhelpers.diagnosis.remedies.REMEDIES`).  Both enums are ``str``
+subclasses, so ``Failure.COLLECTIVE_TIMEOUT == "collective_timeout"`` and JSON carries the plain name.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+__all__ = ["Failure", "Rule", "Verdict"]
+
+
+class Failure(str, Enum):
+    """What went wrong: the classifier's category and the verdict's failure, one name each."""
+    RENDEZVOUS_TIMEOUT = "rendezvous_timeout"
+    PORT_IN_USE = "port_in_use"
+    COLLECTIVE_TIMEOUT = "collective_timeout"
+    COLLECTIVE_MISMATCH = "collective_mismatch"
+    NCCL_UNHANDLED_CUDA_ERROR = "nccl_unhandled_cuda_error"
+    NCCL_SYSTEM_ERROR = "nccl_system_error"
+    NCCL_INTERNAL_OR_INVALID_USAGE = "nccl_internal_or_invalid_usage"
+    NETWORK_INTERFACE = "network_interface"
+    INFINIBAND = "infiniband"
+    CHECKPOINT_CORRUPT = "checkpoint_corrupt"
+    DATALOADER_SHM = "dataloader_shm"
+    OOM_IN_COLLECTIVE = "oom_in_collective"
+    WORKER_KILLED = "worker_killed"
+    VERSION_MISMATCH = "version_mismatch"
+    EXIT_WITHOUT_DESTROY = "exit_without_destroy"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Rule(str, Enum):
+    """How the culprit was found: the rule of :mod:`nbhelpers.diagnosis.culprit` that fired (see its RULES)."""
+    NONE = "none"                   # the run passed
+    DESYNC = "desync"               # traced collective sequences disagree
+    MISMATCH = "mismatch"           # a rank aborted on a size mismatch: not necessarily the one at fault
+    EXIT_WITHOUT_DESTROY = "exit_without_destroy"  # aborted in Python's shutdown, group never destroyed
+    CRASHED = "crashed"             # died on its own (signal, exit code) before the others failed
+    NAMED = "named"                 # a waiting rank's error names whom it waited for
+    LATE = "late"                   # had not reached the stage the others failed in
+    UNMATCHED = "unmatched"         # waited in a collective no other rank calls
+    UNREACHABLE = "unreachable"     # could not connect to the store or a peer
+    ERROR = "error"                 # raised an error of its own
+    UNKNOWN = "unknown"             # no rank stands out
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass
+class Verdict:
+    """Which rank caused a failed run (``culprit``), by which rule, why, and what the others suffered."""
+    culprit: int | None
+    kind: Rule
+    reason: str
+    evidence: list[str] = field(default_factory=list)
+    victims: dict[int, str] = field(default_factory=dict)
+    first_to_raise: int | None = None
+    torchrun_blamed: int | None = None
+
+    def __post_init__(self):
+        self.kind = Rule(self.kind)
+
+    def __repr__(self) -> str:
+        who = "no culprit" if self.culprit is None else f"culprit rank {self.culprit} ({self.kind})"
+        return f"<Verdict {who}: {self.reason}>"
+
+    def to_dict(self) -> dict:
+        return {"culprit_rank": self.culprit, "culprit_kind": self.kind.value, "reason": self.reason,
+                "evidence": list(self.evidence), "victims": {str(k): v for k, v in self.victims.items()},
+                "first_to_raise": self.first_to_raise, "torchrun_blamed": self.torchrun_blamed}

@@ -1,0 +1,512 @@
+"""Turn a wall of distributed-training log text into a diagnosis, best finding first.
+
+    findings = classify(text)              # or classify_file(path), classify_stream(lines)
+    findings[0].category, findings[0].evidence, findings[0].remedies
+
+Rules are data: a category, a lower-case literal *needle* that must occur on the line, an optional
+regex that must then match it, and a weight.  Text is scanned in large chunks: one Aho-Corasick
+pass (ahocorasick-rs, over bytes) finds every needle at once and only those lines are examined, so a
+gigabyte of NCCL INFO chatter streams through without being held in memory.  Scores add up per category with diminishing returns; causes
+(an OOM, a killed rank, a torn file, a bad interface) outrank consequences (timeouts, NCCL's
+wrapper errors) seen in the same log, so a watchdog timeout on rank 3 after rank 5 was OOM-killed
+is reported as the kill.
+"""
+from __future__ import annotations
+
+import io
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+from nbhelpers.diagnosis.api import Failure
+from nbhelpers.diagnosis.categories import CATEGORIES, CONSEQUENCE
+
+CHUNK = 4 << 20
+MAX_EVIDENCE = 4
+NOISE = re.compile(r"FutureWarning|DeprecationWarning|UserWarning|is deprecated|will be removed in", re.I)
+
+
+@dataclass(frozen=True)
+class Rule:
+    category: str
+    needle: str                 # lower-case literal that must be on the line
+    pattern: str | None = None  # regex (case-insensitive) that must then match the line
+    weight: float = 3.0
+    context: bool = False       # counts only if the log also holds a non-context finding
+
+    def matches(self, line: str) -> bool:
+        return self.pattern is None or _compiled(self.pattern).search(line) is not None
+
+
+_REGEX: dict[str, re.Pattern] = {}
+
+
+def _compiled(p: str) -> re.Pattern:
+    if p not in _REGEX:
+        _REGEX[p] = re.compile(p, re.I)
+    return _REGEX[p]
+
+
+R = Rule
+RULES: list[Rule] = [
+    # rendezvous / init
+    R("rendezvous_timeout", "timed out initializing process group", weight=6),
+    R("rendezvous_timeout", "store based barrier", r"timed out", 4),
+    R("rendezvous_timeout", "waiting in store based barrier", weight=2, context=True),  # normal while ranks arrive
+    R("rendezvous_timeout", "clients joined", r"\d+/\d+ clients joined", 6),
+    R("rendezvous_timeout", "waiting for clients", weight=5),
+    R("rendezvous_timeout", "while trying to connect to", r"client socket has timed out after \d+ ?m?s", 6),
+    R("rendezvous_timeout", "rendezvoustimeouterror", weight=6),
+    R("rendezvous_timeout", "rendezvousconnectionerror", weight=6),
+    R("rendezvous_timeout", "connection to the c10d store has failed", weight=5),
+    R("rendezvous_timeout", "socket timeout", r"store|recvbytes|runtimeerror: socket timeout|got error", 5),
+    R("rendezvous_timeout", "wait timeout after", r"wait timeout after \d+ ?ms, keys", 6),
+    R("rendezvous_timeout", "diststoreerror", weight=4),
+    R("rendezvous_timeout", "_store_based_barrier", weight=3),
+    R("rendezvous_timeout", "_share_and_gather", weight=2),
+    R("rendezvous_timeout", "retrieving nccluniqueid", r"got error|timeout", 5),
+    # the client gave up on the store: "...has failed to connect to any network address of (host, port)" (2.x),
+    # vLLM/2.4+ "TCP client failed to connect/validate to host"; single refused attempts are retried (context only)
+    R("rendezvous_timeout", "failed to connect to any network address", weight=5),
+    R("rendezvous_timeout", "failed to connect/validate", weight=5),
+    R("rendezvous_timeout", "client socket has failed to connect", weight=1.5, context=True),
+    # port in use
+    R("port_in_use", "eaddrinuse", weight=8),
+    R("port_in_use", "address already in use", weight=8),
+    R("port_in_use", "errno: 98", weight=7),
+    R("port_in_use", "failed to listen on any local network address", weight=6),
+    R("port_in_use", "failed to bind", r"server socket has failed to bind", 6),
+    # collective timeout (a consequence)
+    R("collective_timeout", "watchdog caught collective operation timeout", weight=6),
+    R("collective_timeout", "ran for", r"ran for \d+ milliseconds before timing out", 4),
+    R("collective_timeout", "for recv operation", r"timed out waiting \d+ ?ms for recv operation", 6),
+    R("collective_timeout", "for send operation", r"timed out waiting \d+ ?ms for send operation", 6),
+    R("collective_timeout", "watchdog got stuck", weight=5),
+    R("collective_timeout", "detected by watchdog", weight=3),
+    R("collective_timeout", "failed to pass monitoredbarrier", weight=5),
+    R("collective_timeout", "some nccl operations have failed or timed out", weight=1.5),
+    R("collective_timeout", "timeout(ms)=", r"opType=\w+.*Timeout\(ms\)=\d+", 2),
+    # collective mismatch
+    R("collective_mismatch", "detected mismatch between collectives", weight=9),
+    R("collective_mismatch", "collective mismatch", weight=6),
+    R("collective_mismatch", "doesn't match expected size", weight=7),
+    R("collective_mismatch", "is running collective", r"but rank \d+ is running collective", 8),
+    R("collective_mismatch", "collectivefingerprint", weight=2),
+    R("collective_mismatch", "mismatched collective detected", weight=8),
+    R("collective_mismatch", "tensor shapes:", r"tensor shapes: \d+\s*vs\s*\d+", 6),
+    # NCCL error classes (1 unhandled cuda, 2 system, 3 internal, 4 invalid argument, 5 invalid usage, 6 remote)
+    R("nccl_unhandled_cuda_error", "unhandled cuda error", weight=7),
+    R("nccl_unhandled_cuda_error", "ncclunhandledcudaerror", weight=7),
+    R("nccl_unhandled_cuda_error", "nccl error 1", r"nccl error 1\b", 6),
+    R("nccl_unhandled_cuda_error", "cuda failure", r"cuda failure(?!.*out of memory)", 5),
+    R("nccl_unhandled_cuda_error", "call to cuda function failed", weight=5),
+    R("nccl_system_error", "unhandled system error", weight=6),
+    R("nccl_system_error", "ncclsystemerror", weight=6),
+    R("nccl_system_error", "nccl error 2", r"nccl error 2\b", 6),
+    R("nccl_system_error", "system call (socket, malloc", weight=4),
+    R("nccl_system_error", "shared memory segment", r"nccl|/dev/shm/nccl", 6),
+    R("nccl_system_error", "shmutils", r"warn", 4),
+    # NCCL's own /dev/shm segments (SHM transport), any NCCL version: "include/shm.h:28 NCCL WARN Call to
+    # posix_fallocate failed : No space left on device", "failed to extend /dev/shm/nccl-XXXX"
+    R("nccl_system_error", "posix_fallocate", r"fail", 5),
+    R("nccl_system_error", "no space left on device", r"nccl", 5),
+    R("nccl_system_error", "/dev/shm/nccl", r"warn|fail|error", 4),
+    R("nccl_system_error", "ncclremoteerror", weight=4),
+    R("nccl_system_error", "remote process exited or there was a network error", weight=3),
+    R("nccl_system_error", "connection closed by remote peer", r"nccl|warn", 2.5),
+    R("nccl_system_error", "net : call to", r"failed", 3),
+    R("nccl_system_error", "failed to execute operation", r"retcode", 2),
+    R("nccl_system_error", "connect to", r"nccl warn.*connect to .* failed", 4),
+    # "Call to connect returned Connection refused" (2.x), "Call to connect timeout : Connection refused" and
+    # "Call to connect failed : Connection timed out" (NCCL 2.3/2.4)
+    R("nccl_system_error", "call to connect", r"refused|abort|reset|unreachable|timed out|timeout", 3),
+    R("nccl_system_error", "software caused connection abort", r"nccl|socket", 3),
+    R("nccl_internal_or_invalid_usage", "internal error - please report", weight=5),
+    R("nccl_internal_or_invalid_usage", "ncclinternalerror", weight=5),
+    R("nccl_internal_or_invalid_usage", "invalid usage", r"invalid usage|ncclinvalidusage", 6),
+    R("nccl_internal_or_invalid_usage", "ncclinvalidargument", weight=6),
+    R("nccl_internal_or_invalid_usage", "nccl error 3", r"nccl error (3|4|5)\b", 5),
+    R("nccl_internal_or_invalid_usage", "nccl error 4", r"nccl error (3|4|5)\b", 5),
+    R("nccl_internal_or_invalid_usage", "nccl error 5", r"nccl error (3|4|5)\b", 5),
+    R("nccl_internal_or_invalid_usage", "duplicate gpu detected", weight=8),
+    # PyTorch 1.x: "NCCL error in: <file>:<line>, <ncclGetErrorString>, NCCL version x.y.z"
+    R("nccl_internal_or_invalid_usage", "nccl error in:", r", (invalid argument|invalid usage|internal error)", 5),
+    R("nccl_system_error", "nccl error in:", r", (unhandled system error|remote process exited)", 5),
+    R("nccl_unhandled_cuda_error", "nccl error in:", r", unhandled cuda error", 5),
+    R("nccl_internal_or_invalid_usage", "of node nic not found", weight=4),
+    # network interface
+    R("network_interface", "unable to resolve hostname", weight=6),
+    R("network_interface", "loopback", r"using the loopback address as fallback|loopback\s+address as fallback", 5),
+    R("network_interface", "connectfullmesh failed", weight=4),
+    R("network_interface", "address family not supported", weight=6),
+    R("network_interface", "errno: 97", weight=5),
+    R("network_interface", "unable to find address for", weight=7),
+    R("network_interface", "no socket interface found", weight=7),
+    R("network_interface", "no usable listening interface", weight=7),
+    # NCCL bootstrapping from an interface that gave no usable address (e.g. NCCL_SOCKET_IFNAME names none):
+    # "ncclSocketInit: connecting to address  with family 59936 is neither AF_INET(2) nor AF_INET6(10)"
+    R("network_interface", "is neither af_inet", weight=6),
+    R("network_interface", "socket_ifname", r"(gloo|nccl)_socket_ifname.*(not found|no|fail|invalid|unable)", 4),
+    R("network_interface", "]br-", r"^\s*\[\d+\]br-[0-9a-f]+:", 5, context=True),
+    R("network_interface", "]veth", r"^\s*\[\d+\]veth\w+:", 4, context=True),
+    R("network_interface", "]docker", r"^\s*\[\d+\]docker\d*:", 4, context=True),
+    R("network_interface", "net/socket : using", r"\[\d+\](br-|veth|docker|virbr|lo:)", 5, context=True),
+    # NCCL <= 2.4 wording: "NET : Using interface lo:127.0.0.1<0>", "... eth1:fe80::215:5dff:fe33:ff6d%eth1<0>"
+    R("network_interface", "using interface", r"using interface (\S+:(fe80::|127\.)|(lo|docker\d*|veth\w*|br-\w+|virbr\d*):)",
+      5, context=True),
+    # NCCL bootstrapping on an address peers cannot use: IPv6 link-local, loopback, a container bridge
+    R("network_interface", "bootstrap : using", r"using \S+:(fe80::|127\.)|using (lo|docker\d*|veth\w*|br-\w+|virbr\d*):",
+      6, context=True),
+    # InfiniBand
+    R("infiniband", "got completion from peer", r"(error|status)\s*=?\s*\d+", 8),
+    R("infiniband", "warn net/ib", weight=5),
+    R("infiniband", "net/ib : unable", weight=5),
+    R("infiniband", "ibv_", r"fail|error|unable", 6),
+    R("infiniband", "ib_plugin", r"warn", 5),
+    R("infiniband", "wc_retry_exc_err", weight=7),
+    R("infiniband", "ibv_wc", r"err", 6),
+    # checkpoint
+    R("checkpoint_corrupt", "central directory", weight=9),
+    R("checkpoint_corrupt", "pytorchstreamreader failed", weight=8),
+    R("checkpoint_corrupt", "pytorchstreamwriter failed", weight=8),
+    R("checkpoint_corrupt", "file write failed", r"unexpected pos|pytorchstream|inline_container", 6),
+    R("checkpoint_corrupt", "unpicklingerror", weight=5),
+    R("checkpoint_corrupt", "invalid load key", weight=6),
+    R("checkpoint_corrupt", "is a zip archive (did you mean to use torch.jit.load", weight=6),
+    R("checkpoint_corrupt", "write_record", weight=5),
+    R("checkpoint_corrupt", "unexpected pos", r"inline_container|unexpected pos \d+ vs \d+", 6),  # torch.save, disk full
+    R("checkpoint_corrupt", "opened_zipfile", weight=3),
+    R("checkpoint_corrupt", "_open_zipfile_reader", weight=3),
+    R("checkpoint_corrupt", "pytorchfilereader", weight=3),
+    R("checkpoint_corrupt", "ran out of input", r"eoferror", 4),
+    R("checkpoint_corrupt", "pickle data was truncated", weight=6),
+    R("checkpoint_corrupt", "the file might be corrupted", weight=7),  # torch legacy load: "unexpected EOF, expected N more bytes"
+    R("checkpoint_corrupt", "error while deserializing header", weight=6),  # safetensors
+    # torch.load of an empty or just-created file: a bare "EOFError" ends the traceback (notebook 04)
+    R("checkpoint_corrupt", "eoferror", r"^\W*(\[rank\d+\]:\s*)?eoferror\s*$", 3),
+    R("checkpoint_corrupt", "not a zip archive", r"pytorchstreamreader|zip archive", 6),
+    # DataLoader shared memory
+    R("dataloader_shm", "out of shared memory", weight=8),
+    R("dataloader_shm", "insufficient shared memory", weight=8),
+    R("dataloader_shm", "is killed by signal: bus error", weight=8),
+    R("dataloader_shm", "unable to write to file </torch_", weight=7),
+    R("dataloader_shm", "unable to allocate shared memory", weight=7),
+    R("dataloader_shm", "no space left on device", r"^(?!.*nccl)(?=.*(errno 28|shm|torch_|dataloader))", 4),
+    R("dataloader_shm", "unable to open shared memory object", weight=7),
+    # the bare "DataLoader worker (pid(s) N) exited unexpectedly": in containers mostly a too small /dev/shm; weak on
+    # purpose, so a bus error, a kill or a traceback elsewhere in the log decides instead
+    R("dataloader_shm", "exited unexpectedly", r"dataloader worker", 3),
+    R("dataloader_shm", "unable to mmap", r"</torch_", 6),
+    R("dataloader_shm", "shm-size", weight=3),
+    # GPU OOM
+    R("oom_in_collective", "out of memory", r"cuda (failure|error).*out of memory|cuda out of memory|"
+      r"outofmemoryerror|nccl warn.*out of memory", 8),
+    R("oom_in_collective", "failed to cuda calloc", weight=6),
+    R("oom_in_collective", "failed to cuda malloc", weight=6),
+    R("oom_in_collective", "cudaerrormemoryallocation", weight=7),
+    # a rank killed or dead
+    R("worker_killed", "exitcode", r"exitcode\s*:?\s*-9\b", 7),
+    R("worker_killed", "return code", r"return code\s*=\s*-9\b", 7),
+    R("worker_killed", "signal 9", r"signal 9 \(sigkill\)", 7),
+    R("worker_killed", "sigkill", r"(received|died with|killed by|terminated with signal|exited with signal).*sigkill|"
+      r"sigkill.*(received|killed)", 6),
+    # Slurm / Kubernetes / docker wording for the same kill
+    R("worker_killed", "oom_kill event", weight=7),
+    R("worker_killed", "out-of-memory handler", weight=7),
+    R("worker_killed", "oomkilled", weight=6),
+    R("worker_killed", "code 137", r"(exit|return) code 137\b", 5),  # 128 + SIGKILL, as shells/docker report it
+    R("worker_killed", "status 137", r"exit status 137\b", 5),
+    R("worker_killed", "exitcode: 137", r"exitcode: 137\b", 5),
+    R("worker_killed", "killed process", r"out of memory: killed process|oom-kill", 8),
+    R("worker_killed", "is killed by signal: killed", weight=7),
+    R("worker_killed", "remote worker crashing", weight=3),
+    R("worker_killed", "connection closed by peer", r"gloo|pair\.cc", 2.5),
+    R("worker_killed", "exitcode", r"exitcode\s*:?\s*(?!-?0\b|-15\b|1\b)-?\d+", 1.5),  # not 0, 1 or SIGTERM (-15)
+    # a rank that aborted while Python shut down (no destroy_process_group): found by real runs, not in the corpus
+    R("exit_without_destroy", "terminate called without an active exception", weight=4),
+    # version mismatch
+    R("version_mismatch", "undefined symbol", r"undefined symbol: *nccl|undefined symbol", 7),
+    R("version_mismatch", "no kernel image is available", weight=8),
+    R("version_mismatch", "driver version is insufficient", weight=8),
+    R("version_mismatch", "is not compatible with the current pytorch installation", weight=7),
+    R("version_mismatch", "nvidia driver on your system is too old", weight=8),
+    R("version_mismatch", "version mismatch", r"nccl|cuda|driver", 5),
+    R("version_mismatch", "mismatches the version that was used to compile", weight=7),
+    R("version_mismatch", "unsupported toolchain", r"ptx", 7),
+    # CUDA errors that mean "this build has no kernels for this GPU" (architecture newer than the build)
+    R("version_mismatch", "named symbol not found", weight=8),
+    R("version_mismatch", "invalid device function", weight=7),
+    R("version_mismatch", "is not compatible with the current pytorch", weight=7),
+]
+
+NCCL_VERSION = re.compile(r"NCCL(?:_VERSION=\"?|\s+version\s+)(\d+\.\d+\.\d+)|^\((\d+), (\d+), (\d+)\)\s*$", re.I)
+CONTEXT_NEEDLES = ("nccl version", "nccl_version=", "sequencenumber=", "worker_count=")  # whole-log checks
+BARRIER_COUNTS = re.compile(r"world_size=(\d+), worker_count=(\d+)")
+SEQ_NUMBER = re.compile(r"\[Rank (\d+)\].*SequenceNumber=(\d+)")
+RANK_PATTERNS = [re.compile(p) for p in (r"\[rank(\d+)\]", r"\[Rank (\d+)\]", r"\brank\s*:\s*(\d+)",
+                                         r"on rank:? (\d+)", r"\[default(\d+)\]:", r"local_rank:\s*(\d+)")]
+NCCL_PREFIX = re.compile(r"^(?:\S+\s+)?([A-Za-z0-9_.-]+):(\d+):(\d+) \[(\d+)\]")
+NBH_PREFIX = re.compile(r"\[([A-Za-z0-9_.-]+):(\d+)\]")
+
+PEER_GONE_NEEDLES = {"connection closed by peer", "remote worker crashing"}
+OVERCOUNT = R("rendezvous_timeout", "worker_count=", None, 5)  # applied by _context, not by needle
+# c10d logs "Waiting in store based barrier ..." every 10 s while ranks are missing: one per rank is normal while a
+# big job assembles, the same rank waiting three times or more means init has been stuck 30 s or longer (_findings)
+WAITING = next(r for r in RULES if r.needle == "waiting in store based barrier")
+WAITER = re.compile(r"for rank: (\d+), key: (\S+)")
+STUCK_BARRIER = R("rendezvous_timeout", "waiting in store based barrier", None, 3)
+STUCK_AFTER = 3
+_BY_NEEDLE: dict[str, list[Rule]] = {}
+for _r in RULES:
+    assert _r.category in CATEGORIES, _r
+    assert _r.needle == _r.needle.lower(), _r
+    _BY_NEEDLE.setdefault(_r.needle, []).append(_r)
+
+
+@dataclass
+class Evidence:
+    line: int          # 1-based line number in the input
+    text: str
+    rank: int | None = None
+    host: str | None = None
+
+    def __str__(self) -> str:
+        where = "".join(f" {k}={v}" for k, v in (("rank", self.rank), ("host", self.host)) if v is not None)
+        return f"line {self.line}{where}: {self.text}"
+
+
+@dataclass
+class Finding:
+    category: str
+    confidence: float
+    score: float
+    evidence: list[Evidence] = field(default_factory=list)
+
+    @property
+    def failure(self) -> Failure:
+        return Failure(self.category)
+
+    @property
+    def title(self) -> str:
+        return CATEGORIES[self.category].title
+
+    @property
+    def explanation(self) -> str:
+        return CATEGORIES[self.category].explanation
+
+    @property
+    def remedies(self) -> list[str]:
+        return list(CATEGORIES[self.category].remedies)
+
+    @property
+    def is_cause(self) -> bool:
+        return self.category not in CONSEQUENCE
+
+    def to_dict(self) -> dict:
+        return {"category": self.category, "title": self.title, "confidence": round(self.confidence, 2),
+                "score": round(self.score, 2), "explanation": self.explanation, "remedies": self.remedies,
+                "evidence": [{"line": e.line, "rank": e.rank, "host": e.host, "text": e.text} for e in self.evidence]}
+
+    def __repr__(self) -> str:
+        return f"<Finding {self.category} conf={self.confidence:.2f} evidence={len(self.evidence)} lines>"
+
+
+def _where(line: str) -> tuple[int | None, str | None]:
+    host = None
+    m = NCCL_PREFIX.search(line)
+    if m:
+        host = m.group(1)
+    m2 = NBH_PREFIX.search(line)
+    if m2 and not m:
+        return int(m2.group(2)), m2.group(1)
+    for p in RANK_PATTERNS:
+        m3 = p.search(line)
+        if m3:
+            return int(m3.group(1)), host
+    return None, host
+
+
+class _State:
+    def __init__(self):
+        self.hits: dict[str, dict[Rule, int]] = {}
+        self.evidence: dict[str, list[Evidence]] = {}
+        self.first_line: dict[str, int] = {}
+        self.nccl_versions: dict[str, int] = {}
+        self.seq_numbers: dict[int, int] = {}
+        self.seq_line: int | None = None
+        self.waits: dict[tuple[str, str], int] = {}
+        self.lines = 0
+
+    def add(self, rule: Rule, lineno: int, line: str) -> None:
+        per = self.hits.setdefault(rule.category, {})
+        per[rule] = per.get(rule, 0) + 1
+        if rule is WAITING:
+            who = WAITER.search(line)
+            who = who.groups() if who else ("?", "?")
+            self.waits[who] = self.waits.get(who, 0) + 1
+        self.first_line.setdefault(rule.category, lineno)
+        ev = self.evidence.setdefault(rule.category, [])
+        if len(ev) < MAX_EVIDENCE and not any(e.line == lineno for e in ev):
+            rank, host = _where(line)
+            ev.append(Evidence(lineno, line.strip()[:500], rank, host))
+
+
+_AUTOMATON = None
+_NEEDLES: list[str] = []
+
+
+def _automaton():
+    """One Aho-Corasick automaton (ahocorasick-rs, in Rust) over the UTF-8 bytes of every needle."""
+    global _AUTOMATON
+    if _AUTOMATON is None:
+        import ahocorasick_rs
+
+        _NEEDLES[:] = [*_BY_NEEDLE, *CONTEXT_NEEDLES]
+        _AUTOMATON = ahocorasick_rs.BytesAhoCorasick([n.encode() for n in _NEEDLES])
+    return _AUTOMATON
+
+
+def _scan(chunk: bytes, base: int, st: _State) -> None:
+    """Find every needle in ``chunk`` (whole lines of UTF-8; numbering starts after ``base``), test its rules."""
+    found: dict[int, set[str]] = {}
+    last_start, last_end = -1, -1
+    # bytes.lower() changes ASCII only, so every needle (ASCII) is found and every offset stays put
+    for idx, at, _ in _automaton().find_matches_as_indexes(chunk.lower(), overlapping=True):
+        if at >= last_end:  # a new line: locate it once
+            last_start = chunk.rfind(b"\n", 0, at) + 1
+            last_end = chunk.find(b"\n", at)
+            last_end = len(chunk) if last_end < 0 else last_end
+        found.setdefault(last_start, set()).add(_NEEDLES[idx])
+    lineno, pos = base + 1, 0
+    for start in sorted(found):
+        lineno += chunk.count(b"\n", pos, start)
+        pos = start
+        end = chunk.find(b"\n", start)
+        line = (chunk[start:] if end < 0 else chunk[start:end]).decode("utf-8", "replace")
+        for needle in found[start]:
+            if needle in CONTEXT_NEEDLES:
+                _context(needle, line, lineno, st)
+                continue
+            for rule in _BY_NEEDLE[needle]:
+                if rule.matches(line) and not NOISE.search(line):
+                    st.add(rule, lineno, line)
+    st.lines = base + chunk.count(b"\n")
+
+
+def _context(needle: str, line: str, lineno: int, st: _State) -> None:
+    if needle == "worker_count=":  # more workers than the world has: stale store keys from an earlier group
+        m = BARRIER_COUNTS.search(line)
+        if m and int(m.group(2)) > int(m.group(1)):
+            st.add(OVERCOUNT, lineno, line)
+        return
+    if needle == "sequencenumber=":
+        m = SEQ_NUMBER.search(line)
+        if m:
+            st.seq_numbers[int(m.group(1))] = int(m.group(2))
+            st.seq_line = st.seq_line or lineno
+        return
+    m = NCCL_VERSION.search(line)
+    if m:
+        st.nccl_versions.setdefault(m.group(1) or ".".join(m.group(2, 3, 4)), lineno)
+
+
+def _chunks(source: Iterable[str | bytes]) -> Iterator[bytes]:
+    """Whole lines of UTF-8 in blocks of about CHUNK bytes, whatever the pieces' sizes and types."""
+    buf: list[bytes] = []
+    size = 0
+    for piece in source:
+        data = piece.encode("utf-8", "surrogatepass") if isinstance(piece, str) else piece
+        buf.append(data)
+        size += len(data)
+        if size >= CHUNK:
+            block = b"".join(buf)
+            cut = block.rfind(b"\n") + 1
+            if cut == 0:
+                continue
+            yield block[:cut]
+            buf, size = [block[cut:]], len(block) - cut
+    rest = b"".join(buf)
+    if rest:
+        yield rest if rest.endswith(b"\n") else rest + b"\n"
+
+
+def classify_stream(source: Iterable[str | bytes]) -> list[Finding]:
+    """Classify text arriving in pieces (str or UTF-8 bytes); memory stays bounded by the chunk size."""
+    st = _State()
+    base = 0
+    for chunk in _chunks(source):
+        _scan(chunk, base, st)
+        base = st.lines
+    return _findings(st)
+
+
+def classify(text: str) -> list[Finding]:
+    return classify_stream([text])
+
+
+def classify_file(path: str | os.PathLike) -> list[Finding]:
+    with open(path, "rb") as fh:
+        return classify_stream(iter(lambda: fh.read(CHUNK), b""))
+
+
+def classify_logs(logs: dict[int, str], extra: str = "") -> list[Finding]:
+    """Classify per-rank logs together (each line tagged with its rank), plus e.g. torchrun's own log."""
+    buf = io.StringIO()
+    for rank, text in logs.items():
+        tag = f"[rank{rank}]"
+        for line in text.splitlines():
+            buf.write(line + "\n" if line.startswith(tag) else f"{tag}: {line}\n")
+    buf.write(extra)
+    return classify(buf.getvalue())
+
+
+def _score(hits: dict[Rule, int]) -> float:
+    return sum(r.weight * (1 + 0.25 * min(n - 1, 4)) for r, n in hits.items())
+
+
+def _findings(st: _State) -> list[Finding]:
+    if max(st.waits.values(), default=0) >= STUCK_AFTER:
+        st.hits["rendezvous_timeout"][STUCK_BARRIER] = 1
+    scores = {c: _score({r: n for r, n in h.items() if not r.context}) for c, h in st.hits.items()}
+    anchored = any(s > 0 for s in scores.values())
+    if anchored:  # context rules (interface lists, ...) only count next to a real error
+        scores = {c: _score(h) for c, h in st.hits.items()}
+    if anchored and len(st.nccl_versions) >= 2:
+        versions = sorted(st.nccl_versions)
+        scores["version_mismatch"] = scores.get("version_mismatch", 0) + 7
+        st.evidence.setdefault("version_mismatch", []).insert(0, Evidence(
+            min(st.nccl_versions.values()), f"two NCCL versions in one job: {', '.join(versions)}"))
+        st.first_line.setdefault("version_mismatch", min(st.nccl_versions.values()))
+    if len(set(st.seq_numbers.values())) >= 2:
+        scores["collective_mismatch"] = scores.get("collective_mismatch", 0) + 7
+        desc = ", ".join(f"rank {r}: {s}" for r, s in sorted(st.seq_numbers.items()))
+        st.evidence.setdefault("collective_mismatch", []).insert(0, Evidence(
+            st.seq_line or 1, f"ranks are at different collective sequence numbers ({desc})"))
+        st.first_line.setdefault("collective_mismatch", st.seq_line or 1)
+    scores = {c: s for c, s in scores.items() if s > 0}
+    if not scores:
+        return []
+    consequences = set(CONSEQUENCE)
+    killed = st.hits.get("worker_killed", {})
+    if killed and "collective_timeout" in scores and all(r.needle in PEER_GONE_NEEDLES for r in killed):
+        # only "connection closed by peer": a rank that timed out and exited closes its peers' connections,
+        # so here the lost peer is a consequence of the timeout, not a killed rank (notebook 04)
+        consequences.add("worker_killed")
+    strong_cause = any(s >= 4 and c not in consequences for c, s in scores.items())
+
+    def rank_key(c: str) -> tuple:  # a well-evidenced cause comes before every consequence, however loud
+        return (strong_cause and c in consequences, -scores[c], st.first_line.get(c, 0))
+
+    order = sorted(scores, key=rank_key)
+    top = scores[order[0]]
+    out = []
+    for i, c in enumerate(order):
+        s = scores[c]
+        conf = min(0.97, 0.35 + 0.06 * s)
+        if i == 0 and len(order) > 1:
+            conf *= 0.75 + 0.25 * min(1.0, (top - scores[order[1]]) / top + 0.5)
+        elif i > 0:
+            conf *= 0.6
+        out.append(Finding(c, conf, s, st.evidence.get(c, [])[:MAX_EVIDENCE]))
+    return out

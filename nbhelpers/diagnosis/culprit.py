@@ -1,0 +1,488 @@
+"""Which rank caused a failed run, and which ranks were only its victims.
+
+The first rank to raise is usually a victim: when rank 1 stalls, rank 0 is the one that times out,
+and torchrun's "Root Cause" names rank 0.  :func:`find_culprit` asks the rules of :data:`RULES`
+in order; the first that concludes gives the :class:`~nbhelpers.diagnosis.api.Verdict`.  Each rule
+is a small function over :class:`Evidence` (every rank's events, exit record, log and stack dump);
+its docstring says what evidence it needs and what it concludes.  A rule that does not apply
+returns None.  Rules are pure: no processes, no files (``tests/test_culprit.py`` feeds each one
+evidence recorded from real runs).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Callable
+
+from nbhelpers.diagnosis.api import Rule, Verdict
+
+__all__ = ["RankView", "Evidence", "RULES", "find_culprit", "named_ranks", "torchrun_root_cause"]
+
+WAITING = re.compile(
+    r"Timed out waiting \d+ ?ms for (recv|send)|wait timeout after|waiting for clients|clients joined|"
+    r"Watchdog caught collective operation timeout|failed to pass monitoredBarrier|timed out|Timeout",
+    re.I)
+PEER_GONE = re.compile(
+    r"Connection closed by peer|Connection reset by peer|Broken pipe|remote worker crashing|"
+    r"communicator was aborted|Read error|Socket closed", re.I)
+UNREACHABLE = re.compile(
+    r"client socket has timed out after \d+ ?ms while trying to connect to|failed to connect|"
+    r"Connection refused|No route to host|Unable to find address for|EADDRINUSE|Name or service not known",
+    re.I)
+SIZE_MISMATCH = re.compile(r"doesn't match expected size|collective mismatch", re.I)
+EXIT_ABORT = re.compile(r"terminate called without an active exception")
+STORE_KEYS = re.compile(r"wait timeout after \d+ ?ms, keys: (\S+)")
+MONITORED = re.compile(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier")
+EXCEPTION_LINE = re.compile(r"^(?:\[rank\d+\]:\s*)*((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt)\b:?.*)$")
+
+
+@dataclass
+class RankView:
+    """What the verdict needs of one rank (built by the launcher from events, records and logs)."""
+    rank: int
+    events: list[dict] = field(default_factory=list)
+    record: dict = field(default_factory=dict)
+    log: str = ""
+    stack: str = ""
+
+    @property
+    def error(self) -> str | None:
+        """The failing stage's error, or for programs without events the last exception line of the log."""
+        fails = [e for e in self.events if e.get("status") == "fail"]
+        if fails:
+            return fails[-1].get("error")
+        for line in reversed(self.log.splitlines()):
+            m = EXCEPTION_LINE.match(line.strip())
+            if m and not line.lstrip().startswith(("File ", "raise ")):
+                return m.group(1)[:4000]
+        return None
+
+    def in_distributed(self) -> bool | None:
+        """Whether the stack dump shows this rank inside torch.distributed (None: no dump)."""
+        if not self.stack.strip() or "Thread" not in self.stack:
+            return None
+        return "torch/distributed/" in self.stack or "distributed_c10d" in self.stack
+
+    @property
+    def first_fail_time(self) -> float | None:
+        fails = [e["t"] for e in self.events if e.get("status") == "fail"]
+        return min(fails) if fails else None
+
+    @property
+    def crashed(self) -> bool:
+        rc = self.record.get("returncode")
+        return rc not in (0, None) and not self.record.get("stop_signal")
+
+    def current_stage(self, by: float) -> str | None:
+        """The stage this rank was in at ``by`` (its last event, if that one opened or failed a stage)."""
+        seen = [e for e in self.events if e["t"] <= by]
+        return seen[-1]["stage"] if seen and seen[-1].get("status") in ("running", "fail") else None
+
+    def completed(self, stage: str, by: float) -> bool:
+        return any(e["stage"] == stage and e.get("status") == "ok" and e["t"] <= by for e in self.events)
+
+    def stages_started(self, by: float) -> list[str]:
+        return [e["stage"] for e in self.events if e.get("status") == "running" and e["t"] <= by]
+
+    def last_seen(self, by: float) -> str:
+        seen = [e for e in self.events if e["t"] <= by]
+        if not seen:
+            top = _stack_line(self)
+            return top.split("stack: ", 1)[1] if "stack: " in top else "no event (still starting, or a program without events)"
+        e = seen[-1]
+        return f"{e['stage']} ({e['status']})"
+
+    def lost_peer(self) -> bool:
+        """The end of this rank's log says a peer went away (e.g. gloo's ``what(): ... Connection reset by peer``
+        before a SIGABRT): it died of another rank's death."""
+        return any(PEER_GONE.search(ln) for ln in self.log.splitlines()[-30:])
+
+    def exit_abort_line(self) -> str | None:
+        """The "terminate called without an active exception" line of a rank that died of SIGABRT with no Python
+        error of its own (the script ended without ``destroy_process_group`` and a process-group thread was torn
+        down while the interpreter shut down), else None."""
+        if self.record.get("signal") != "SIGABRT" or self.error is not None:
+            return None
+        return next((ln.strip() for ln in self.log.splitlines()[-30:] if EXIT_ABORT.search(ln)), None)
+
+    def unreachable_lines(self) -> list[str]:
+        return [ln.strip()[:300] for ln in self.log.splitlines() if UNREACHABLE.search(ln)]
+
+
+def _signal_text(rec: dict) -> str:
+    if rec.get("signal"):
+        hint = {"SIGKILL": " (the OOM killer, or someone, sent SIGKILL)", "SIGABRT": " (aborted in C++)",
+                "SIGSEGV": " (segmentation fault)"}.get(rec["signal"], "")
+        return f"killed by {rec['signal']}{hint}"
+    return f"exited with code {rec.get('returncode')}"
+
+
+def named_ranks(text: str | None, world: int) -> set[int]:
+    """Ranks that an error message names as the ones waited for."""
+    found: set[int] = set()
+    if not text:
+        return found
+    for keys in STORE_KEYS.findall(text):
+        for key in keys.split(","):
+            m = re.search(r"/(\d+)$", key.strip())
+            if m and int(m.group(1)) < world:
+                found.add(int(m.group(1)))
+    for group in MONITORED.findall(text):
+        found |= {int(x) for x in re.findall(r"\d+", group)}
+    return found
+
+
+def torchrun_root_cause(torchrun_log: str) -> int | None:
+    """The rank torchrun's ChildFailedError names under 'Root Cause (first observed failure)'."""
+    at = torchrun_log.rfind("Root Cause")
+    m = re.search(r"rank\s*:\s*(\d+)", torchrun_log[at:]) if at >= 0 else None
+    return int(m.group(1)) if m else None
+
+
+@dataclass
+class Evidence:
+    """What every rule sees: the ranks' views, the run's status, and facts derived from them once."""
+    views: list[RankView]
+    status: str
+    stop_time: float | None = None
+    torchrun_log: str = ""
+
+    @cached_property
+    def world(self) -> int:
+        return len(self.views)
+
+    @cached_property
+    def by_rank(self) -> dict[int, RankView]:
+        return {v.rank: v for v in self.views}
+
+    @cached_property
+    def blamed(self) -> int | None:
+        return torchrun_root_cause(self.torchrun_log)
+
+    @cached_property
+    def first_times(self) -> dict[int, float]:
+        """Per rank, when it first failed (a failed stage, or its own death)."""
+        crash = {v.rank: v.record["end"] for v in self.views if v.crashed and v.record.get("end")}
+        fail = {v.rank: v.first_fail_time for v in self.views if v.first_fail_time is not None}
+        return {**crash, **{r: min(t, crash.get(r, t)) for r, t in fail.items()}}
+
+    @cached_property
+    def first(self) -> int | None:
+        """The first rank to fail (often a victim)."""
+        return min(self.first_times, key=self.first_times.get) if self.first_times else None
+
+    @cached_property
+    def t_fail(self) -> float:
+        return self.first_times[self.first] if self.first is not None else (self.stop_time or 0.0)
+
+    @cached_property
+    def crashed_alone(self) -> list[RankView]:
+        """Ranks that died on their own: not of a timeout, not of a lost peer."""
+        return [v for v in self.views if v.crashed and not _is_victim_error(v.error) and not v.lost_peer()]
+
+    def blame(self, culprit: int, kind: Rule, reason: str, evidence: list[str]) -> Verdict:
+        """A verdict naming ``culprit``; every other rank is described as a victim."""
+        victims = {v.rank: _victim_reason(v, culprit) for v in self.views if v.rank != culprit}
+        evidence = evidence + [f"rank {culprit}: {ln}" for ln in self.by_rank[culprit].unreachable_lines()[:2]]
+        return Verdict(culprit, kind, reason, evidence, victims, self.first, self.blamed)
+
+    def nobody(self, kind: Rule, reason: str, evidence: list[str]) -> Verdict:
+        """A verdict that names no rank (the evidence cannot tell, and guessing would mislead)."""
+        return Verdict(None, kind, reason, evidence, {v.rank: _victim_reason(v, None) for v in self.views},
+                       self.first, self.blamed)
+
+
+def passed(ev: Evidence) -> Verdict | None:
+    """Needs: the run's status.  Concludes: nothing to blame when the run passed."""
+    if ev.status == "ok":
+        return Verdict(None, Rule.NONE, "every rank passed every stage", torchrun_blamed=ev.blamed)
+    return None
+
+
+def desync_rule(ev: Evidence) -> Verdict | None:
+    """Needs: collectives traced per rank (events with ``seq``, ``call``, ``op``, ``shape``, as
+    :mod:`nbhelpers.workers.desync` writes them).  Concludes: at the first collective number where the
+    ranks' calls differ, the rank whose call differs from a strict majority's left the common sequence.
+    With two ranks there is no majority: a rank that failed on its own just before is named; otherwise
+    nobody is (the rank that aborted on the size mismatch is not the culprit, and no later rule may
+    pretend it is)."""
+    split = desync(ev.views)
+    if split is None:
+        return None
+    seq, have, odd, agree = split["seq"], split["have"], split["odd"], split["agree"]
+    evidence = [f"rank {v.rank}: " + " -> ".join(_fp_text(f) for f in sequence(v)[max(0, seq - 3):seq])
+                for v in ev.views]
+    if odd is not None:
+        return ev.blame(odd, Rule.DESYNC, f"rank {odd}'s collective #{seq} was {_fp_text(have[odd])} while ranks "
+                        f"{', '.join(map(str, agree))} called {_fp_text(have[agree[0]])}: rank {odd} left the "
+                        "common sequence", evidence)
+    own = {v.rank: err for v in ev.views if v.rank in have and (err := _own_error_before(v, _seq_time(v, seq)))}
+    if len(own) == 1:
+        r, err = next(iter(own.items()))
+        return ev.blame(r, Rule.DESYNC, f"the ranks disagree at collective #{seq}, and rank {r} had just "
+                        f"failed on its own ({err.splitlines()[-1][:120]}) and left the common sequence",
+                        evidence + [f"rank {r}: {err}"])
+    calls = "; ".join(f"rank {r}: {_fp_text(fp)}" for r, fp in sorted(have.items()))
+    return ev.nobody(Rule.DESYNC, f"the ranks disagree at collective #{seq} ({calls}) and no majority says "
+                     "which one left the common sequence (with two ranks a skipped call looks like an extra one, "
+                     "and a short tensor like a long one), and the rank that aborts (SIGABRT on a size mismatch) is "
+                     "whichever received more than it expected, not the culprit. Read both call sites, or rerun "
+                     "with 3 ranks", evidence)
+
+
+def size_mismatch(ev: Evidence) -> Verdict | None:
+    """Needs: exit records (SIGABRT) and logs.  Concludes, naming nobody: when the only ranks that died on
+    their own aborted on a size mismatch, gloo aborted the rank that received more than it expected,
+    which need not be the rank at fault; DETAIL makes every rank report the shapes."""
+    crashed = ev.crashed_alone
+    if not crashed or not all(v.record.get("signal") == "SIGABRT" and SIZE_MISMATCH.search(v.log) for v in crashed):
+        return None
+    lines = [f"rank {v.rank}: {ln.strip()[:300]}" for v in crashed for ln in v.log.splitlines()
+             if SIZE_MISMATCH.search(ln)][:2]
+    return ev.nobody(Rule.MISMATCH, f"rank{'s' if len(crashed) > 1 else ''} "
+                     f"{', '.join(str(v.rank) for v in crashed)} aborted (SIGABRT) on a collective whose size did "
+                     "not match its peers': gloo aborts the rank that received more than it expected, which is not "
+                     "necessarily the rank at fault; rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL to have every rank "
+                     "report the shapes", lines)
+
+
+def exit_without_destroy(ev: Evidence) -> Verdict | None:
+    """Needs: exit records and log tails.  Concludes: when the only ranks that died aborted (SIGABRT,
+    "terminate called without an active exception", no Python error) while the interpreter shut down,
+    the script never called ``destroy_process_group``: a process-group thread was torn down at exit, at
+    random (pytorch/pytorch#190489).  Nothing hung."""
+    crashed = ev.crashed_alone
+    if not crashed or not all(v.exit_abort_line() for v in crashed):
+        return None
+    v = min(crashed, key=lambda v: v.record.get("end") or 0)
+    many = len(crashed) > 1
+    return ev.blame(v.rank, Rule.EXIT_WITHOUT_DESTROY, f"rank{'s' if many else ''} "
+                    f"{', '.join(str(v.rank) for v in crashed)} aborted (SIGABRT) while Python shut down, after "
+                    f"{'their' if many else 'its'} script had ended: 'terminate called without an active "
+                    "exception'. The process group was never destroyed, so its worker thread still held the last "
+                    "collective's tensors at interpreter exit. Call dist.destroy_process_group() at the end of "
+                    "every rank; nothing hung",
+                    [f"rank {v.rank}: {_signal_text(v.record)}", f"rank {v.rank}: {v.exit_abort_line()}"])
+
+
+def crashed(ev: Evidence) -> Verdict | None:
+    """Needs: exit records.  Concludes: a rank that died on its own (non-zero exit or a signal nobody sent
+    it) with no error of the waiting kind is the cause; the others then lost their connection to it.  A
+    rank that aborted (SIGABRT: gloo's C++ throws when a peer vanishes) is named only when no other rank
+    died, since exit records of near-simultaneous deaths can come in either order."""
+    if not ev.crashed_alone:
+        return None
+    v = min(ev.crashed_alone, key=lambda v: (v.record.get("signal") == "SIGABRT", v.record.get("end") or 0))
+    lines = [f"rank {v.rank}: {_signal_text(v.record)}"] + ([v.error] if v.error else [])
+    return ev.blame(v.rank, Rule.CRASHED, f"rank {v.rank} {_signal_text(v.record)} (last seen in "
+                    f"{v.last_seen(v.record.get('end') or ev.t_fail)}); the others then failed waiting for it", lines)
+
+
+def named(ev: Evidence) -> Verdict | None:
+    """Needs: the waiting ranks' errors.  Concludes: when they name exactly one rank they waited for (the
+    store key of its rank, ``Rank 1 failed to pass monitoredBarrier``), that rank."""
+    found: set[int] = set()
+    for v in ev.views:
+        found |= named_ranks(v.error, ev.world) - {v.rank}
+    if len(found) != 1:
+        return None
+    r = found.pop()
+    waiter = next(v for v in ev.views if r in named_ranks(v.error, ev.world))
+    return ev.blame(r, Rule.NAMED, f"rank {waiter.rank} timed out waiting for rank {r} "
+                    f"(rank {r} was in {ev.by_rank[r].last_seen(ev.t_fail)})", [f"rank {waiter.rank}: {waiter.error}"])
+
+
+def late(ev: Evidence) -> Verdict | None:
+    """Needs: stage events.  Concludes: when the first rank failed, the ranks that had not yet reached the
+    stage it failed in are late (a straggler, a rank stuck outside the collective, a rank that never
+    joined).  Refined to ``unmatched`` when the late rank was itself waiting in a collective inside a stage
+    the first rank had finished without one: a collective only it calls."""
+    if ev.first is None:
+        return None
+    first = ev.by_rank[ev.first]
+    started = first.stages_started(ev.t_fail)
+    stage = started[-1] if started else None
+    behind = [v for v in ev.views if stage and stage not in v.stages_started(ev.t_fail + 0.05)]
+    if not behind or len(behind) >= ev.world:
+        return None
+    v = behind[0]
+    first_err = [f"rank {ev.first}: {first.error or _signal_text(first.record)}"]
+    why = _unmatched(v, [first], ev.t_fail)
+    if why:
+        return ev.blame(v.rank, Rule.UNMATCHED, why + f"; rank {ev.first} then timed out in {stage}",
+                        first_err + ([v.error] if v.error else []) + [_stack_line(w) for w in behind if w.stack])
+    return ev.blame(v.rank, Rule.LATE, f"rank {ev.first} failed in {stage} while rank {v.rank} had not reached it "
+                    f"(rank {v.rank} was last seen in {v.last_seen(ev.t_fail)})",
+                    first_err + [_stack_line(w) for w in behind if w.stack])
+
+
+def unmatched(ev: Evidence) -> Verdict | None:
+    """Needs: stage events and stack dumps.  Concludes: the first rank to fail waited in a collective
+    inside a stage every other rank had finished: a collective only it calls (a broadcast inside ``if rank
+    == 0:`` checkpoint-loading code), whoever timed out first."""
+    if ev.first is None:
+        return None
+    others = [v for v in ev.views if v.rank != ev.first]
+    why = _unmatched(ev.by_rank[ev.first], others, ev.t_fail)
+    if not why:
+        return None
+    return ev.blame(ev.first, Rule.UNMATCHED, why, [f"rank {ev.first}: {ev.by_rank[ev.first].error}"]
+                    + [f"rank {v.rank}: {v.error}" for v in others if v.error])
+
+
+def outside_collective(ev: Evidence) -> Verdict | None:
+    """Needs: stack dumps (programs without events).  Concludes: when the run timed out, was interrupted or
+    the first error is a wait, a rank whose stack is outside torch.distributed while others wait inside it
+    is the late one."""
+    first_err = ev.by_rank[ev.first].error if ev.first is not None else None
+    if ev.status not in ("timeout", "interrupted") and not _is_victim_error(first_err):
+        return None
+    outside = [v for v in ev.views if v.rank != ev.first and v.in_distributed() is False]
+    inside = [v for v in ev.views if v.in_distributed() or _is_victim_error(v.error)]
+    if not outside or not inside:
+        return None
+    v = outside[0]
+    return ev.blame(v.rank, Rule.LATE, f"rank {v.rank} was not in any collective while "
+                    f"{'rank ' + str(ev.first) if ev.first is not None else 'the others'} waited: "
+                    f"{_stack_line(v).split(': ', 1)[1]}", [f"rank {w.rank}: {w.error}" for w in inside if w.error]
+                    + [_stack_line(v)])
+
+
+def furthest_behind(ev: Evidence) -> Verdict | None:
+    """Needs: stage events, a run stopped from outside (timeout, interrupt) before any rank failed.
+    Concludes: the rank that had started the fewest stages."""
+    if ev.first is not None or ev.status not in ("timeout", "interrupted"):
+        return None
+    progress = {v.rank: len(v.stages_started(ev.t_fail)) for v in ev.views}
+    if len(set(progress.values())) <= 1:
+        return None
+    r = min(progress, key=progress.get)
+    return ev.blame(r, Rule.LATE, f"at the {ev.status}, rank {r} was furthest behind "
+                    f"(last seen in {ev.by_rank[r].last_seen(ev.t_fail)})", [_stack_line(ev.by_rank[r])])
+
+
+def unreachable(ev: Evidence) -> Verdict | None:
+    """Needs: logs.  Concludes: a rank whose log says it could not connect (wrong port or address,
+    firewall, missing interface) is the one to look at."""
+    for v in ev.views:
+        hits = v.unreachable_lines()
+        if hits:
+            return ev.blame(v.rank, Rule.UNREACHABLE, f"rank {v.rank} could not connect: {hits[0][:200]}", [])
+    return None
+
+
+def own_error(ev: Evidence) -> Verdict | None:
+    """Needs: errors.  Concludes: the first rank that failed with an error of its own (not a timeout,
+    not a lost peer)."""
+    own = [v for v in ev.views if v.error and not _is_victim_error(v.error)]
+    if not own:
+        return None
+    v = min(own, key=lambda v: v.first_fail_time or 0)
+    return ev.blame(v.rank, Rule.ERROR, f"rank {v.rank} failed with its own error", [v.error])
+
+
+def nobody_stands_out(ev: Evidence) -> Verdict:
+    """Always concludes, naming nobody: every rank was waiting (on each other, or on the network)."""
+    where = sorted({v.last_seen(ev.t_fail) for v in ev.views})
+    return ev.nobody(Rule.UNKNOWN, f"no rank stands out: every rank was in {', '.join(where)} "
+                     "(all waiting on each other, or on the network); read the stack dumps", [])
+
+
+RULES: list[Callable[[Evidence], Verdict | None]] = [
+    passed, desync_rule, size_mismatch, exit_without_destroy, crashed, named, late, unmatched,
+    outside_collective, furthest_behind, unreachable, own_error, nobody_stands_out,
+]
+
+
+def find_culprit(views: list[RankView], status: str, stop_time: float | None = None,
+                 torchrun_log: str = "") -> Verdict:
+    """The verdict of the first rule in :data:`RULES` that concludes."""
+    ev = Evidence(views, status, stop_time, torchrun_log)
+    return next(v for rule in RULES if (v := rule(ev)) is not None)
+
+
+def _unmatched(v: RankView, others: list[RankView], t_fail: float) -> str | None:
+    """Why ``v`` ran a collective the ``others`` never called, or None: ``v`` was waiting inside a collective
+    (a timeout error, or its stack in torch.distributed) in a stage every one of ``others`` completed."""
+    where = v.current_stage(t_fail + 0.05)
+    if where is None or not others or not all(o.completed(where, t_fail + 0.05) for o in others):
+        return None
+    waiting = (_is_victim_error(v.error) and v.events and v.events[-1]["stage"] == where) or v.in_distributed()
+    if not waiting:
+        return None
+    names = ", ".join(str(o.rank) for o in others)
+    return (f"rank {v.rank} was waiting in a collective inside {where}, a stage rank{'s' if len(others) > 1 else ''} "
+            f"{names} had finished without one: a collective only rank {v.rank} calls (e.g. inside "
+            f"`if rank == {v.rank}:`)")
+
+
+def sequence(v: RankView) -> list[tuple]:
+    """This rank's traced collectives in call order: (call, op, shape) per ``seq``."""
+    seen = {}
+    for e in v.events:
+        if e.get("status") == "running" and isinstance(e.get("seq"), int):
+            seen[e["seq"]] = (e.get("call"), e.get("op"), tuple(e.get("shape") or ()))
+    return [seen[k] for k in sorted(seen)]
+
+
+def desync(views: list[RankView]) -> dict | None:
+    """The first collective number at which the ranks' traced calls differ: ``seq``, each rank's call
+    there (``have``), the ``odd`` rank when one rank differs from a strict majority (else None) and
+    the majority (``agree``).  None when the sequences agree (or fewer than two ranks traced)."""
+    seqs = {v.rank: sequence(v) for v in views}
+    if sum(1 for s in seqs.values() if s) < 2:
+        return None
+    for i in range(max(len(s) for s in seqs.values())):
+        have = {r: s[i] for r, s in seqs.items() if len(s) > i}
+        if len(set(have.values())) <= 1:
+            continue
+        counts: dict[tuple, list[int]] = {}
+        for r, fp in have.items():
+            counts.setdefault(fp, []).append(r)
+        major, agree = max(counts.items(), key=lambda kv: len(kv[1]))
+        odd = [r for r in have if have[r] != major]
+        single = len(agree) * 2 > len(seqs) and len(odd) == 1
+        return {"seq": i + 1, "have": have, "odd": odd[0] if single else None, "agree": agree if single else []}
+    return None
+
+
+def _own_error_before(v: RankView, t: float) -> str | None:
+    """The first error of this rank's own (not a timeout, not a lost peer) raised before time ``t``."""
+    return next((e["error"] for e in v.events if e.get("status") == "fail" and e.get("error")
+                 and e["t"] <= t and not _is_victim_error(e["error"])), None)
+
+
+def _seq_time(v: RankView, seq: int) -> float:
+    """When this rank entered its collective number ``seq``."""
+    return next((e["t"] for e in v.events if e.get("seq") == seq and e.get("status") == "running"), float("inf"))
+
+
+def _fp_text(fp: tuple) -> str:
+    call, op, shape = fp
+    return f"'{call}' ({op} {list(shape)})"
+
+
+def _is_victim_error(err: str | None) -> bool:
+    return bool(err) and bool(WAITING.search(err) or PEER_GONE.search(err))
+
+
+def _victim_reason(v: RankView, culprit: int | None) -> str:
+    who = f"rank {culprit}" if culprit is not None else "its peers"
+    err = v.error or ""
+    if PEER_GONE.search(err):
+        return f"lost its connection to {who}"
+    if WAITING.search(err):
+        return f"timed out waiting for {who}"
+    if v.record.get("stop_signal"):
+        return (f"stopped ({v.record['stop_signal']}) by torchrun or the launcher while in "
+                f"{v.last_seen(v.record.get('stop_time', 0))}")
+    if v.record.get("returncode") == 0:
+        return "finished"
+    return err.splitlines()[0][:160] if err else "no error of its own"
+
+
+def _stack_line(v: RankView) -> str:
+    """The innermost Python frame of the main thread in a py-spy dump."""
+    lines = [ln.strip() for ln in v.stack.splitlines() if ln.startswith("    ") and "(" in ln]
+    return f"rank {v.rank} stack: {lines[0]}" if lines else f"rank {v.rank}: no stack"

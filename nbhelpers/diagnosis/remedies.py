@@ -1,0 +1,131 @@
+"""What to do: one table for every failure and every culprit rule, and the one function that picks
+the advice for a run, so the notebook, the CLI and the report give the same advice for the same run.
+
+Each remedy names the notebook that shows it.  A rule's remedy says what to do about the culprit the
+rule named (find out why that rank was late, move the collective out of the branch); a failure's
+remedies say what to do about the failure the logs show.
+"""
+from __future__ import annotations
+
+from nbhelpers.diagnosis.api import Failure, Rule
+
+__all__ = ["REMEDIES", "advice"]
+
+REMEDIES: dict[Failure | Rule, tuple[str, ...]] = {
+    Failure.RENDEZVOUS_TIMEOUT: (
+        "Find the rank that did not join: the store key or 'N/M clients joined' says how many came; its own log and "
+        "stack say why (notebook 01, fault 'never-join').",
+        "Check that every node uses the same MASTER_ADDR/MASTER_PORT (or --rdzv-endpoint) and can reach it: "
+        "notebook 05's port and route checks.",
+        "Only then consider a longer init timeout (init_process_group(timeout=...)); it rarely cures this."),
+    Failure.PORT_IN_USE: (
+        "Pick a free port (torchrun --rdzv-endpoint host:0 / --standalone, or MASTER_PORT) per job; notebook 01's "
+        "launcher checks the port before launching.",
+        "Look for leftover processes of an earlier run (`ss -ltnp | grep PORT`) and stop them."),
+    Failure.COLLECTIVE_TIMEOUT: (
+        "Find the rank that was not in the collective: compare per-rank sequence numbers, use monitored_barrier or "
+        "TORCH_DISTRIBUTED_DEBUG=DETAIL (notebook 03), and read the stacks of the living ranks (notebook 01).",
+        "Check whether the size could really take that long: 'slow or stuck?' in notebook 03 (a 600 s timeout "
+        "on a few GB means stuck, not slow).",
+        "Do not rely on NCCL_TIMEOUT (it does not exist) or signal.alarm; set init_process_group(timeout=...)."),
+    Failure.COLLECTIVE_MISMATCH: (
+        "Run with TORCH_DISTRIBUTED_DEBUG=DETAIL to get the first mismatching collective and the ranks (notebook 03).",
+        "Look for data-dependent control flow: a rank that skips a collective, variable-length tensors in "
+        "all_gather, a collective inside `if rank == 0:` (notebooks 03, 04)."),
+    Failure.NCCL_UNHANDLED_CUDA_ERROR: (
+        "Rerun with NCCL_DEBUG=INFO (and CUDA_LAUNCH_BLOCKING=1 while debugging) to see the failing CUDA call "
+        "(notebook 02).",
+        "Check the driver, CUDA build and GPU architecture agree (`nvidia-smi`, torch.version.cuda, the fingerprint "
+        "in notebook 01)."),
+    Failure.NCCL_SYSTEM_ERROR: (
+        "Rerun with NCCL_DEBUG=INFO to see which system call failed (notebook 02).",
+        "If it is shared memory: give the container more /dev/shm (`--shm-size`, `--ipc=host`) rather than "
+        "disabling transports (notebook 04).",
+        "If a peer closed the connection: that peer's own log holds the cause."),
+    Failure.NCCL_INTERNAL_OR_INVALID_USAGE: (
+        "Make each rank use its own GPU: torch.cuda.set_device(LOCAL_RANK) before init (notebook 01).",
+        "Rerun with NCCL_DEBUG=INFO (or WARN) to get the 'Last error' line (notebook 02).",
+        "Check the other ranks' logs for an out-of-memory or crash that NCCL wraps as internal."),
+    Failure.NETWORK_INTERFACE: (
+        "Set GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME to the interface that routes between nodes (notebook 05 shows "
+        "which one each library would pick).",
+        "Make the hostname resolve to a routable address, not 127.0.x.x (/etc/hosts)."),
+    Failure.INFINIBAND: (
+        "Check the links (`ibstat`, `ibv_devinfo`) and NCCL_IB_HCA / NCCL_IB_GID_INDEX; look for a peer that died "
+        "first (notebook 05).",
+        "NCCL_IB_DISABLE=1 is a debugging step to confirm IB is at fault, not a fix (notebook 02)."),
+    Failure.CHECKPOINT_CORRUPT: (
+        "If ranks load what rank 0 is saving: save to a temp file and os.replace, then barrier, then load "
+        "(notebook 04 measures each fix).",
+        "Otherwise compare the file size with the source, re-download or re-copy, and check free disk space."),
+    Failure.DATALOADER_SHM: (
+        "Give the container more shared memory: `docker run --shm-size=16g` or `--ipc=host` (notebook 04).",
+        "Short term: fewer workers or smaller batches; num_workers=0 only to confirm."),
+    Failure.OOM_IN_COLLECTIVE: (
+        "Find the rank with 'out of memory' first: its memory use is the cause (notebook 01's stage timeline shows "
+        "where it failed).",
+        "Leave headroom for NCCL buffers (lower the batch, shard more, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True);"
+        " chunking a huge collective reduces peak memory (notebook 03)."),
+    Failure.WORKER_KILLED: (
+        "Check `dmesg` / `journalctl -k` for the OOM killer and host memory (notebook 01 names the killed rank).",
+        "Reduce host memory per rank (DataLoader workers, pinned memory, loading checkpoints on every rank)."),
+    Failure.VERSION_MISMATCH: (
+        "Compare versions across nodes and libraries: the fingerprint (notebook 01) shows torch, CUDA and NCCL "
+        "per rank.",
+        "Remove or stop preloading a conflicting system libnccl (LD_LIBRARY_PATH, LD_PRELOAD); install a torch build "
+        "for this GPU architecture and driver."),
+    Failure.EXIT_WITHOUT_DESTROY: (
+        "Call dist.destroy_process_group() at the end of every rank, in a `finally:` so that it runs after an "
+        "error too (pytorch/pytorch#190489).",
+        "Wait on async collectives (`work.wait()`) before the script ends.",
+        "A longer timeout or a restart does not help: nothing hung, and the same run may pass next time."),
+
+    Rule.LATE: (
+        "Find out why that rank is late: its stack dump shows where it was. Data loading, a rank-0-only "
+        "step (checkpointing, evaluation, logging) or an `if rank == ...` branch are the usual places. A longer "
+        "timeout only makes the hang last longer.",),
+    Rule.NAMED: (
+        "That rank never reached init_process_group (or reached it elsewhere): check it started, that every "
+        "rank got the same MASTER_ADDR/MASTER_PORT, and what it was doing (its stack dump).",),
+    Rule.CRASHED: (
+        "Read that rank's own log: its error, exit code or signal is the cause. SIGKILL usually means the "
+        "OOM killer (check `dmesg`); SIGABRT/SIGSEGV a C++ failure. The other ranks' errors are consequences.",),
+    Rule.UNREACHABLE: (
+        "That rank cannot reach the rendezvous store or a peer: check MASTER_ADDR/MASTER_PORT on every "
+        "rank, the firewall, and the interface (GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME); notebook 05.",),
+    Rule.UNMATCHED: (
+        "That rank calls a collective the others never call, typically inside `if rank == 0:` (loading or "
+        "saving a checkpoint, logging, evaluation). Every rank must call every collective in the same order: "
+        "move it out of the branch. A longer timeout only makes the hang last longer (notebook 04).",),
+    Rule.DESYNC: (
+        "That rank left the common sequence of collectives: it skipped one, called one the others did not "
+        "(an `if rank == 0:` around code that communicates), or sent another shape. Make every rank make the "
+        "same calls in the same order; when a rank must skip, agree on it first with a small all_reduce of "
+        "an error flag (notebook 03). TORCH_DISTRIBUTED_DEBUG=DETAIL reports mismatches at once.",),
+    Rule.MISMATCH: (
+        "The ranks called a collective with different sizes (or different collectives). Rerun with "
+        "TORCH_DISTRIBUTED_DEBUG=DETAIL: every rank then raises an error that names the shapes and ranks "
+        "instead of one rank aborting (notebooks 02 and 03).",),
+    Rule.EXIT_WITHOUT_DESTROY: (
+        "Nothing hung and no step failed: the rank aborted while Python shut down because the script never "
+        "called dist.destroy_process_group(). Wait on async collectives (`work.wait()`), then call "
+        "dist.destroy_process_group() at the end of every rank, in a `finally:`. A longer timeout or a "
+        "restart does not fix it; a restart may only pass by chance.",),
+    Rule.ERROR: (
+        "That rank raised an error of its own; fix it and the rest follows.",),
+    Rule.UNKNOWN: (
+        "No rank stands out: all were waiting in the same stage. Compare the stack dumps, then suspect the "
+        "network (notebook 05) or a collective mismatch (notebook 03).",),
+}
+
+
+def advice(rule: Rule | str | None, failure: Failure | str | None) -> list[str]:
+    """The remedies for a failed run: the culprit rule's first (it is about this run's culprit), then the
+    failure's; nothing for a run that passed."""
+    rule = Rule(rule) if rule else Rule.NONE
+    found = list(REMEDIES.get(rule, ())) if rule is not Rule.NONE else []
+    if failure:
+        found += [r for r in REMEDIES[Failure(failure)] if r not in found]
+    if not found and rule is not Rule.NONE:
+        found = list(REMEDIES[Rule.UNKNOWN])
+    return found

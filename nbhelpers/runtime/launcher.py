@@ -1,0 +1,499 @@
+"""Start a world of ranks from a kernel through torchrun, watch it live, stop it for sure.
+
+    run = Run("probe", ["--fault", "stall"], nproc=2, timeout=60)
+    result = run.wait()          # live per-rank table in a notebook, progress lines elsewhere
+    result.verdict               # culprit rank, victims, evidence
+
+Each rank runs under :mod:`nbhelpers.runtime.rankshim`: its own log file (stdout+stderr, stdin closed), an
+exit record, and a py-spy stack dump when it is stopped.  torchrun runs in a session of its own and
+gets SIGTERM if the kernel dies.  A run that times out, is interrupted, or outlives its kernel ends
+with every process of its tree gone (TERM, grace, KILL).
+"""
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import selectors
+import shlex
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import psutil
+
+from nbhelpers.diagnosis.api import Failure, Verdict
+from nbhelpers.diagnosis.culprit import RankView, find_culprit
+from nbhelpers.diagnosis.redact import redact_text
+from nbhelpers.diagnosis.remedies import advice
+from nbhelpers.errors import LaunchError
+from nbhelpers.runtime import procs
+from nbhelpers.runtime.events import parse_line
+from nbhelpers.runtime.launchspec import REPO_ROOT, LaunchSpec, child_env
+from nbhelpers.runtime.ports import check_port, free_port
+from nbhelpers.runtime.progress import LiveView
+
+__all__ = ["Run", "RunResult", "launch", "run_one", "read_run_dir", "runs_dir"]
+
+GLOO_SOURCE = re.compile(r"\[[^\]\s]*\.(?:cc|cpp|h):\d+\]\s*")  # "[../gloo/transport/tcp/pair.cc:598] "
+
+
+def runs_dir() -> Path:
+    """Where run logs go: $NBH_RUNS_DIR, else ``runs/`` beside the package in a checkout, else ./runs."""
+    if os.environ.get("NBH_RUNS_DIR"):
+        return Path(os.environ["NBH_RUNS_DIR"])
+    return (REPO_ROOT / "runs") if (REPO_ROOT / "pyproject.toml").exists() else Path.cwd() / "runs"
+
+
+class LogTail:
+    """Reads a growing log file incrementally; keeps its lines and the events found in them."""
+
+    def __init__(self, path: Path):
+        self.path, self.offset, self.partial = path, 0, b""
+        self.lines: list[str] = []
+        self.events: list[dict] = []
+
+    def poll(self) -> bool:
+        try:
+            with self.path.open("rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read()
+        except FileNotFoundError:
+            return False
+        if not data:
+            return False
+        self.offset += len(data)
+        chunks = (self.partial + data).split(b"\n")
+        self.partial = chunks.pop()
+        for raw in chunks:
+            line = raw.decode(errors="replace")
+            event = parse_line(line)
+            if event is not None:
+                self.events.append(event)
+            else:
+                self.lines.append(line)
+        return True
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines + ([self.partial.decode(errors="replace")] if self.partial else []))
+
+
+def read_run_dir(log_dir: str | os.PathLike) -> tuple[list[RankView], str]:
+    """A finished run's directory read back as the verdict sees it: one RankView per ``rank<N>.log`` (its
+    events and other lines, its exit record ``rank<N>.json``, its stack dump ``rank<N>.stack.txt``), and
+    torchrun's own log.  Works on any run the shim recorded, also one copied from another machine."""
+    d = Path(log_dir)
+    views = []
+    for log in sorted(d.glob("rank*.log"), key=lambda p: int(p.stem[4:])):
+        r = int(log.stem[4:])
+        tail = LogTail(log)
+        tail.poll()
+        rec = json.loads(p.read_text()) if (p := d / f"rank{r}.json").exists() else {}
+        stack = p.read_text() if (p := d / f"rank{r}.stack.txt").exists() else ""
+        views.append(RankView(r, tail.events, rec, tail.text, stack))
+    torchrun = d / "torchrun.log"
+    return views, torchrun.read_text(errors="replace") if torchrun.exists() else ""
+
+
+@dataclass
+class RunResult:
+    """What a finished run left: status, per-rank records, events, logs, stacks and the verdict."""
+    name: str
+    status: str
+    nproc: int
+    wall_s: float
+    log_dir: Path
+    command: list[str]
+    records: dict[int, dict]
+    events: list[dict]
+    logs: dict[int, str]
+    stacks: dict[int, str]
+    torchrun_log: str
+    verdict: Verdict
+    started: float
+    stop_reason: str | None = None
+    cleanup: dict = field(default_factory=dict)
+    culprit_named_s: float | None = None  # seconds from launch until the launcher first named the culprit
+    rank_ids: list[int] | None = None     # the global ranks this node ran (multi-node); default range(nproc)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def findings(self) -> list:
+        """The classifier's reading of every rank's log plus torchrun's (cached; empty when all is well)."""
+        if not hasattr(self, "_findings"):
+            from nbhelpers.diagnosis.classify import classify_logs
+
+            self._findings = [] if self.ok else classify_logs(self.logs, self.torchrun_log)
+        return self._findings
+
+    @property
+    def failure(self) -> Failure | None:
+        """What went wrong, by the classifier's reading of the logs (None when it passed or nothing matched)."""
+        return self.findings[0].failure if self.findings and not self.ok else None
+
+    @property
+    def category(self) -> str | None:
+        return None if self.failure is None else self.failure.value
+
+    @property
+    def remedies(self) -> list[str]:
+        """What to do: the culprit rule's remedy, then the failure's (the one advice everywhere)."""
+        return [] if self.ok else advice(self.verdict.kind, self.failure)
+
+    def first_error(self) -> str:
+        """The first error of the run in one line: the earliest failed stage's error (gloo's source path
+        dropped), else a rank killed by a signal nobody sent it, else the first rank log's last exception line."""
+        fails = sorted((e for e in self.events if e.get("status") == "fail" and e.get("error")), key=lambda e: e["t"])
+        if fails:
+            lines = [ln for ln in fails[0]["error"].splitlines() if ln.strip()]
+            return GLOO_SOURCE.sub("", lines[-1]).strip()[:300] if lines else ""
+        for r, rec in sorted(self.records.items()):
+            if rec.get("signal") and not rec.get("stop_signal"):
+                what = next((ln for ln in reversed(self.logs.get(r, "").splitlines()) if "what():" in ln), "")
+                return f"rank {r} killed by {rec['signal']}" + (f": {GLOO_SOURCE.sub('', what).strip()}"[:300] if what else "")
+        err = next((e for r in sorted(self.logs) if (e := RankView(r, log=self.logs[r]).error)), "")
+        return GLOO_SOURCE.sub("", err.strip().splitlines()[-1]).strip()[:300] if err.strip() else ""
+
+    @property
+    def culprit(self) -> int | None:
+        return self.verdict.culprit
+
+    @property
+    def stages(self):
+        """One row per (rank, stage): status, start/end in seconds from launch, duration, error."""
+        from nbhelpers.runtime.events import stage_rows
+
+        df = stage_rows(self.events)
+        for col in ("start", "end"):
+            df[col] = df[col] - self.started
+        return df
+
+    @property
+    def ranks(self):
+        import pandas as pd
+
+        rows = []
+        for r in self.rank_ids if self.rank_ids is not None else range(self.nproc):
+            rec = self.records.get(r, {})
+            evs = [e for e in self.events if e.get("rank") == r]
+            rows.append({"rank": r, "pid": rec.get("pid"), "exit": rec.get("returncode"),
+                         "signal": rec.get("signal") or rec.get("stop_signal"),
+                         "last stage": f"{evs[-1]['stage']} ({evs[-1]['status']})" if evs else "-",
+                         "role": ("culprit: " + self.verdict.kind) if r == self.verdict.culprit
+                         else self.verdict.victims.get(r, "ok" if rec.get("returncode") == 0 else "-")})
+        return pd.DataFrame(rows).set_index("rank")
+
+    def log(self, rank: int, tail: int | None = 60) -> str:
+        lines = self.logs.get(rank, "").splitlines()
+        return "\n".join(lines[-tail:] if tail else lines)
+
+    def stack(self, rank: int) -> str:
+        return self.stacks.get(rank, "")
+
+    def to_dict(self) -> dict:
+        """The run as JSON-ready data: the one form the CLI, the report and ``record`` use."""
+        first = min((e["t"] for e in self.events if e.get("status") == "fail"), default=None)
+        top = self.findings[0] if self.findings and not self.ok else None
+        return {"name": self.name, "status": "ok" if self.ok else "failed", "run_status": self.status, "nproc": self.nproc,
+                "wall_s": round(self.wall_s, 3),
+                "first_failure_s": round(first - self.started, 3) if first else None,
+                "culprit_named_s": None if self.culprit_named_s is None else round(self.culprit_named_s, 3),
+                "category": self.category, "title": top.title if top else None, **self.verdict.to_dict(),
+                "culprit_host": (self.records.get(self.culprit) or {}).get("host") if self.culprit is not None else None,
+                "first_error": self.first_error(), "remedies": self.remedies,
+                "evidence_lines": [str(e) for e in (top.evidence if top else [])],
+                "exit_codes": {str(r): rec.get("returncode") for r, rec in sorted(self.records.items())},
+                "log_dir": str(self.log_dir)}
+
+    def __repr__(self) -> str:
+        return (f"<RunResult {self.name} {self.status} nproc={self.nproc} {self.wall_s:.1f}s "
+                f"culprit={self.culprit} log_dir={self.log_dir}>")
+
+    def _repr_html_(self) -> str:
+        v, color = self.verdict, "#2ca02c" if self.ok else "#d62728"
+        head = (f"<p><b style='color:{color}'>{html.escape(self.name)}: {html.escape(self.status)}</b> "
+                f"in {self.wall_s:.1f} s on {self.nproc} ranks. ")
+        if not self.ok:
+            who = "no single rank" if v.culprit is None else f"<b>rank {v.culprit}</b> ({v.kind})"
+            head += f"Culprit: {who}. {html.escape(v.reason)}."
+            if self.culprit_named_s is not None:
+                head += f" Named {self.culprit_named_s:.1f} s after launch."
+            if v.torchrun_blamed is not None and v.torchrun_blamed != v.culprit:
+                head += f" (torchrun's 'Root Cause' names rank {v.torchrun_blamed}: a victim.)"
+        head += "</p>"
+        if self.failure is not None:
+            head += (f"<p>Classified cause: <b>{html.escape(self.findings[0].title)}</b> "
+                     f"(<code>{self.category}</code>).</p>")
+        if self.remedies:
+            head += "<p>What to do:</p><ol>" + "".join(f"<li>{html.escape(r)}</li>" for r in self.remedies) + "</ol>"
+        evidence = "".join(f"<li><code>{html.escape(e[:400])}</code></li>" for e in v.evidence)
+        return head + (f"<ul>{evidence}</ul>" if evidence else "") + self.ranks.to_html()
+
+
+class Run:
+    """One torchrun world of ``nproc`` ranks running ``target`` (a worker name, module or script).
+
+    Multi-node: ``nnodes``/``node_rank`` with the shared ``rdzv_endpoint`` ("host:port", the store
+    is hosted where ``rdzv_conf`` says ``is_host=1`` or torchrun finds the host is itself) and
+    ``rdzv_id``; ``local_addr`` is the address this node announces; ``prefix`` runs torchrun under
+    another command (``ip netns exec NS``, ``ssh HOST``).  Such a Run is this node's part only:
+    its ranks are whichever global ranks the rendezvous gives it (:mod:`nbhelpers.runtime.multinode`).
+    """
+
+    def __init__(self, target: str, args: Sequence[str] = (), *, nproc: int = 2, timeout: float = 120.0,
+                 env: dict | None = None, port: int | None = None, host: str = "127.0.0.1",
+                 name: str | None = None, log_dir: str | os.PathLike | None = None, grace: float = 8.0,
+                 nnodes: int = 1, node_rank: int = 0, rdzv_endpoint: str | None = None, rdzv_id: str | None = None,
+                 rdzv_conf: dict | None = None, local_addr: str | None = None, prefix: Sequence[str] = ()):
+        self.nnodes, self.node_rank, self.rdzv_endpoint = nnodes, node_rank, rdzv_endpoint
+        self.rdzv_conf, self.local_addr, self.prefix = dict(rdzv_conf or {}), local_addr, list(prefix)
+        if rdzv_endpoint is not None:
+            host, _, p = rdzv_endpoint.rpartition(":")
+            port = int(p)
+        self.target, self.args, self.nproc = target, list(args), nproc
+        self.timeout, self.grace, self.host = timeout, grace, host
+        self.env = {k: str(v) for k, v in (env or {}).items()}
+        self.port = port
+        self.name = name or Path(target).stem
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+        self.run_id = f"{stamp}-{self.name}-{uuid.uuid4().hex[:6]}"
+        self.rdzv_id = rdzv_id or self.run_id
+        self.log_dir = Path(log_dir) if log_dir else runs_dir() / self.run_id
+        self.proc: subprocess.Popen | None = None
+        self.root: psutil.Process | None = None
+        self.started = self.ended = None
+        self.exited: float | None = None  # when torchrun was first seen gone (before the result is collected)
+        self.stop_reason: str | None = None
+        self.stop_time: float | None = None
+        self.tails = {r: LogTail(self.log_dir / f"rank{r}.log") for r in range(nproc * nnodes)}
+        self._seen: dict[int, psutil.Process] = {}
+        self.result: RunResult | None = None
+        self.early_verdict: Verdict | None = None
+        self.early_verdict_s: float | None = None
+
+    @property
+    def spec(self) -> LaunchSpec:
+        """This node's torchrun, as :mod:`nbhelpers.runtime.launchspec` builds it for every command."""
+        return LaunchSpec(self.target, self.args, self.nproc, self.nnodes, f"{self.host}:{self.port}", self.rdzv_id,
+                          self.rdzv_conf, local_addr=self.local_addr, monitor_interval=0.1)
+
+    @property
+    def command(self) -> list[str]:
+        return [*self.prefix, *self.spec.argv(sys.executable, shim_log_dir=self.log_dir)]
+
+    def __repr__(self) -> str:
+        state = ("not started" if self.proc is None else "running" if self.ended is None else
+                 self.result.status if self.result else "ended")
+        age = f" {self.elapsed:.1f}s" if self.started else ""
+        return f"<Run {self.name} nproc={self.nproc} port={self.port} {state}{age} log_dir={self.log_dir}>"
+
+    @property
+    def elapsed(self) -> float:
+        return ((self.ended or time.time()) - self.started) if self.started else 0.0
+
+    def start(self) -> "Run":
+        if self.port is None:
+            self.port = free_port(self.host)
+        if self.rdzv_endpoint is None:  # a store this Run hosts on this machine: check its port first
+            check_port(self.port, self.host)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        env = child_env({**self.env, "NBH_RUN_DIR": str(self.log_dir)})  # NBH_RUN_DIR: procs.find_runs() finds strays
+        (self.log_dir / "command.txt").write_text(redact_text(shlex.join(self.command), env) + "\n")
+        self.started = time.time()
+        try:
+            self.proc = subprocess.Popen(self.command, stdin=subprocess.DEVNULL,
+                                         stdout=open(self.log_dir / "torchrun.log", "wb"), stderr=subprocess.STDOUT,
+                                         env=env, start_new_session=True,
+                                         preexec_fn=procs.parent_death_preexec())
+        except OSError as exc:
+            raise LaunchError(f"could not start torchrun: {exc}") from exc
+        self.root = psutil.Process(self.proc.pid)
+        procs.register(self.root)
+        return self
+
+    def poll(self) -> bool:
+        """Read what the ranks wrote since the last poll; True while torchrun is running."""
+        for tail in self.tails.values():
+            tail.poll()
+        if self.early_verdict is None and self.started:
+            self._early_verdict()
+        if self.root is not None:
+            for p in procs.snapshot(self.root):
+                self._seen.setdefault(p.pid, p)
+        running = self.proc is not None and self.proc.poll() is None
+        if self.proc is not None and not running and self.exited is None:
+            self.exited = time.time()
+        return running
+
+    def records(self) -> dict[int, dict]:
+        out = {}
+        for r in self.tails:
+            path = self.log_dir / f"rank{r}.json"
+            try:
+                out[r] = json.loads(path.read_text())
+            except (FileNotFoundError, ValueError):  # not written yet, or being replaced
+                pass
+        return out
+
+    def local_ranks(self) -> list[int]:
+        """The global ranks this node runs: all of them on one node, those that left a log on several."""
+        if self.nnodes == 1:
+            return list(self.tails)
+        return [r for r, t in self.tails.items() if t.offset or t.path.exists()]
+
+    def views(self, records: dict[int, dict], stacks: dict[int, str] | None = None) -> list[RankView]:
+        return [RankView(r, self.tails[r].events, records.get(r, {}), self.tails[r].text, (stacks or {}).get(r, ""))
+                for r in self.local_ranks()]
+
+    def _early_verdict(self) -> None:
+        """Name the culprit as soon as a rank fails, while torchrun is still tearing the world down."""
+        failed = any(e.get("status") == "fail" for t in self.tails.values() for e in t.events)
+        records = self.records()
+        if not failed and not any(RankView(r, record=rec).crashed for r, rec in records.items()):
+            return
+        verdict = find_culprit(self.views(records), "failed")
+        if verdict.culprit is not None:
+            self.early_verdict, self.early_verdict_s = verdict, time.time() - self.started
+
+    def stop(self, reason: str = "stopped") -> dict:
+        """TERM torchrun and the rank shims (they dump stacks first), then KILL what is left."""
+        if self.proc is None or self.proc.poll() is not None:
+            return {}
+        self.stop_reason, self.stop_time = reason, time.time()
+        shims = [p for p in procs.alive(procs.snapshot(self.root)) if _is_shim(p)]
+        return procs.stop_tree(self.root, first=[self.root, *shims], grace=self.grace)
+
+    def wait(self, live: bool | None = None) -> RunResult:
+        """Block until the world ends or the timeout strikes; a kernel interrupt stops every rank."""
+        if self.proc is None:
+            self.start()
+        view = LiveView(self, live)
+        cleanup: dict = {}
+        try:
+            while self.poll():
+                if self.elapsed > self.timeout:
+                    cleanup = self.stop("timeout")
+                    break
+                view.update()
+                time.sleep(0.1)
+        except KeyboardInterrupt:
+            cleanup = self.stop("interrupted")
+            self.result = self._finish(cleanup)
+            view.finish(self.result)
+            print(f"Interrupted: every rank of {self.name} was stopped; the partial result is run.result "
+                  f"and the logs are in {self.log_dir}", file=sys.stderr)
+            raise
+        self.result = self._finish(cleanup)
+        view.finish(self.result)
+        return self.result
+
+    def finish(self, cleanup: dict | None = None) -> RunResult:
+        """Collect the result once torchrun has ended (or been stopped); ``wait`` calls it."""
+        self.result = self._finish(cleanup or {})
+        return self.result
+
+    def _finish(self, cleanup: dict) -> RunResult:
+        self.proc.wait()
+        leftovers = procs.alive(list(self._seen.values()))
+        if leftovers:  # e.g. a rank that ignored TERM after torchrun gave up on it
+            for p in leftovers:
+                p.kill()
+            psutil.wait_procs(leftovers, timeout=3)
+            cleanup["orphans_killed"] = len(leftovers)
+        procs.unregister(self.proc.pid)
+        self.ended = self.exited if self.nnodes > 1 and self.exited else time.time()
+        self.poll()
+        records = self.records()
+        stacks = {r: p.read_text() for r in self.tails if (p := self.log_dir / f"rank{r}.stack.txt").exists()}
+        torchrun_log = (self.log_dir / "torchrun.log").read_text(errors="replace")
+        if not records and self.stop_reason is None and self.proc.returncode != 0 and self.nnodes == 1:
+            raise LaunchError(f"torchrun exited with code {self.proc.returncode} before starting any rank",
+                              "\n".join(torchrun_log.splitlines()[-25:]))
+        events = sorted((e for t in self.tails.values() for e in t.events), key=lambda e: e["t"])
+        mine = self.local_ranks()
+        logs = {r: self.tails[r].text for r in mine}
+        if self.stop_reason:
+            status = self.stop_reason
+        elif self.proc.returncode == 0 and len(mine) == self.nproc and \
+                all(records.get(r, {}).get("returncode") == 0 for r in mine):
+            status = "ok"
+        else:
+            status = "failed"
+        verdict = find_culprit(self.views(records, stacks), status, self.stop_time, torchrun_log)
+        named_s = (self.early_verdict_s if self.early_verdict and self.early_verdict.culprit == verdict.culprit
+                   else self.ended - self.started)
+        return RunResult(self.name, status, self.nproc, self.ended - self.started, self.log_dir, self.command,
+                         records, events, logs, stacks, torchrun_log, verdict, self.started, self.stop_reason,
+                         cleanup, None if verdict.culprit is None else named_s,
+                         None if self.nnodes == 1 else mine)
+
+
+def _is_shim(p: psutil.Process) -> bool:
+    try:
+        return "nbhelpers.runtime.rankshim" in p.cmdline()
+    except psutil.Error:
+        return False
+
+
+def run_one(module: str, args: Sequence[str], *, timeout: float, prefix: Sequence[str] = (),
+               progress=None) -> tuple[int | None, list[dict], str]:
+    """Run ``python -m nbhelpers.workers.<module>`` as one process, no torchrun (optionally under ``prefix``, e.g.
+    unshare) with a hard timeout; returns (exit code or None on timeout, its events, its other output).
+    ``progress(event)`` is called for each event as it arrives.  On timeout the whole process group is killed.
+    For single-process workers (the SIGKILL test, a full disk, a tiny /dev/shm): a torchrun world would add
+    its start-up and a rendezvous that nothing uses."""
+    env = child_env({"NBH_RUN_DIR": str(runs_dir() / f"{module}-{uuid.uuid4().hex[:6]}"),  # find_runs() finds strays
+                     "OMP_NUM_THREADS": "1"})
+    cmd = [*prefix, sys.executable, "-m", f"nbhelpers.workers.{module}", *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            env=env, start_new_session=True, preexec_fn=procs.parent_death_preexec(signal.SIGKILL),
+                            text=True, errors="replace")
+    events, other, deadline = [], [], time.monotonic() + timeout
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    timed_out = False
+    try:
+        while True:
+            if time.monotonic() > deadline:
+                timed_out = True
+                break
+            if not sel.select(timeout=0.2):
+                if proc.poll() is not None:
+                    break
+                continue
+            line = proc.stdout.readline()
+            if not line:
+                break
+            ev = parse_line(line)
+            if ev is None:
+                other.append(line.rstrip("\n"))
+            else:
+                events.append(ev)
+                if progress:
+                    progress(ev)
+    finally:
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.wait()
+        proc.stdout.close()
+        sel.close()
+    return (None if timed_out else proc.returncode), events, "\n".join(other)
+
+
+def launch(target: str = "probe", args: Sequence[str] = (), *, nproc: int = 2, timeout: float = 120.0,
+           live: bool | None = None, **kw) -> RunResult:
+    """Start ``target`` on ``nproc`` ranks, show it live, return the result when it ends."""
+    return Run(target, args, nproc=nproc, timeout=timeout, **kw).wait(live=live)

@@ -1,0 +1,68 @@
+"""Notebook 01's runs: the staged probe, one fault at a time, scaled up 1 -> 2 -> 4 ranks."""
+from __future__ import annotations
+
+from nbhelpers.runtime.launcher import RunResult, launch
+from nbhelpers.scenarios.api import Gallery
+
+
+def probe_args(*, timeout: float = 30.0, size_mb: float = 16.0, fault: str | None = None, fault_rank: int = 1,
+               fault_stage: str = "large_allreduce", stall: float = 30.0, backend: str = "auto") -> list[str]:
+    args = ["--timeout", str(timeout), "--size-mb", str(size_mb), "--backend", backend]
+    if fault and fault != "none":
+        args += ["--fault", fault, "--fault-rank", str(fault_rank), "--fault-stage", fault_stage, "--stall", str(stall)]
+    return args
+
+
+def probe(nproc: int = 2, *, timeout: float = 30.0, size_mb: float = 16.0, fault: str | None = None,
+          fault_rank: int = 1, fault_stage: str = "large_allreduce", stall: float = 30.0, backend: str = "auto",
+          run_timeout: float | None = None, env: dict | None = None, live: bool | None = None,
+          **kw) -> RunResult:
+    """Run the staged probe on ``nproc`` ranks; ``fault`` injects one failure on ``fault_rank``.
+
+    ``timeout`` bounds init and every collective (init_process_group's timeout); ``run_timeout``
+    bounds the whole run from outside (default: enough for every stage to time out once).
+    """
+    args = probe_args(timeout=timeout, size_mb=size_mb, fault=fault, fault_rank=fault_rank,
+                      fault_stage=fault_stage, stall=stall, backend=backend)
+    name = f"probe-{fault}" if fault and fault != "none" else "probe"
+    return launch("probe", args, nproc=nproc, timeout=run_timeout or max(60.0, 3 * timeout + 30), env=env,
+                  live=live, name=name, **kw)
+
+
+def scale_up(sizes=(1, 2, 4), **probe_kw):
+    """The 'start small, then grow' advice in one call: probe 1, then 2, then 4 ranks; stop at the first failure."""
+    import pandas as pd
+
+    rows, results = [], {}
+    for n in sizes:
+        res = probe(n, **probe_kw)
+        results[n] = res
+        st = res.stages
+        ready = st[st.stage == "rendezvous"]["end"].max()
+        big = [e.get("busbw_gbs") for e in res.events if e.get("stage") == "large_allreduce" and e.get("status") == "ok"]
+        rows.append({"ranks": n, "status": res.status, "wall s": round(res.wall_s, 2),
+                     "all ranks ready s": None if ready != ready else round(ready, 2),
+                     "busbw GB/s (large)": round(min(big), 3) if big and n > 1 else None,
+                     "culprit": res.culprit, "reason": "" if res.ok else res.verdict.reason})
+        if not res.ok:
+            break
+    table = pd.DataFrame(rows).set_index("ranks")
+    return Gallery(table, results)
+
+
+def fault_gallery(faults=("stall", "never-join", "exit", "wrong-port"), nproc: int = 2, fault_rank: int = 1,
+                  timeout: float = 5.0, size_mb: float = 4.0, **kw):
+    """Run the probe once per fault; one row each: who failed first, whom torchrun blames, the culprit."""
+    import pandas as pd
+
+    rows, results = [], {}
+    for fault in faults:
+        res = probe(nproc, timeout=timeout, size_mb=size_mb, fault=fault, fault_rank=fault_rank, **kw)
+        results[fault] = res
+        s = res.to_dict()
+        rows.append({"fault": fault, "status": res.status, "failed after s": s["first_failure_s"],
+                     "culprit named after s": s["culprit_named_s"],
+                     "first to raise": s["first_to_raise"], "torchrun blames": s["torchrun_blamed"],
+                     "culprit": s["culprit_rank"], "rule": s["culprit_kind"], "first error": res.first_error()[:120]})
+    table = pd.DataFrame(rows).set_index("fault")
+    return Gallery(table, results)

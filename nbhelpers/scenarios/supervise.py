@@ -1,0 +1,64 @@
+"""Run a user's own script under the workbook's launcher and say what went wrong, if anything.
+
+    python -m nbhelpers run --nproc 2 --timeout 120 train.py --lr 0.1
+    python -m nbhelpers run --json --nproc 2 train.py          # one JSON object
+
+The script runs through torchrun like any other (RANK, WORLD_SIZE, MASTER_ADDR... in its env),
+each rank under the rank shim (own log, exit record, stack dump when stopped); afterwards the
+verdict names the culprit rank and the classifier the category, with the evidence lines.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from nbhelpers.runtime.launcher import RunResult, launch
+
+
+def supervise(script: str, args: Sequence[str] = (), *, nproc: int = 2, timeout: float = 600.0,
+              env: dict | None = None, live: bool | None = None, **kw) -> RunResult:
+    """Run ``script`` on ``nproc`` ranks; the result carries verdict, findings and logs."""
+    path = Path(script)
+    if not path.is_file():
+        from nbhelpers.errors import WorkbookError
+
+        raise WorkbookError(f"no such script: {script}", "give the path of a Python file, e.g. train.py")
+    return launch(str(path), list(args), nproc=nproc, timeout=timeout, env=env, live=live, name=path.stem, **kw)
+
+
+def script_hints(script: str) -> list[str]:
+    """What the script's text alone says is risky (read, never run): a pass today may fail tomorrow."""
+    text = Path(script).read_text(errors="replace")
+    hints = []
+    if "init_process_group" in text and "destroy_process_group" not in text:
+        hints.append(f"{Path(script).name} calls init_process_group but never destroy_process_group: a rank can "
+                     "abort (SIGABRT, exit -6) in Python's shutdown after its last step, at random, and fail the "
+                     "job (exit_without_destroy); end every rank with dist.destroy_process_group() in a `finally:`")
+    return hints
+
+
+def verdict_dict(res: RunResult, script: str | None = None) -> dict:
+    """The run's :meth:`~nbhelpers.runtime.launcher.RunResult.to_dict` plus what the script's text says is risky."""
+    return {**res.to_dict(), "hints": script_hints(script) if script else []}
+
+
+def verdict_text(res: RunResult, script: str | None = None) -> str:
+    d = verdict_dict(res, script)
+    hints = [f"hint: {h}" for h in d["hints"]]
+    if res.ok:
+        return "\n".join([f"OK: {res.name} finished on {res.nproc} ranks in {res.wall_s:.1f} s. Logs: {res.log_dir}"]
+                         + hints)
+    lines = [f"FAILED ({res.status}): {res.name} on {res.nproc} ranks after {res.wall_s:.1f} s",
+             f"category: {d['category'] or 'unrecognised'}",
+             f"culprit:  {'unknown' if res.culprit is None else f'rank {res.culprit}'} ({res.verdict.kind}): "
+             f"{res.verdict.reason}"]
+    if res.verdict.torchrun_blamed is not None and res.verdict.torchrun_blamed != res.culprit:
+        lines.append(f"          (torchrun's Root Cause names rank {res.verdict.torchrun_blamed}: a victim)")
+    lines.append("evidence:")
+    lines += [f"  {e}" for e in (d["evidence_lines"] + d["evidence"])[:6]]
+    if d["remedies"]:
+        lines.append("what to do:")
+        lines += [f"  {i}. {r}" for i, r in enumerate(d["remedies"], 1)]
+    lines += hints
+    lines.append(f"logs: {res.log_dir}")
+    return "\n".join(lines)

@@ -1,0 +1,82 @@
+"""Each culprit rule on evidence recorded from real runs (tests/data/runs/, made by its record.py): no processes.
+
+For every recorded run: the rule expected to decide it concludes what the run concluded when it was
+recorded, and every rule before it in RULES passes (returns None), so the order of RULES is tested too.
+"""
+import json
+from pathlib import Path
+
+import pytest
+
+from nbhelpers.diagnosis import culprit as C
+from nbhelpers.diagnosis.api import Rule
+from nbhelpers.runtime.launcher import read_run_dir
+
+RUNS = Path(__file__).resolve().parent / "data" / "runs"
+
+DECIDED_BY = {  # recorded run -> the rule that must decide it
+    "healthy": C.passed,
+    "desync-skip-3": C.desync_rule,
+    "desync-shape-2": C.desync_rule,
+    "mismatch": C.size_mismatch,
+    "exit-abort": C.exit_without_destroy,
+    "exit": C.crashed,
+    "never-join": C.named,
+    "stall": C.late,
+    "rank0-collective": C.unmatched,
+    "wrong-port": C.named,
+}
+
+
+def evidence(name: str) -> tuple[C.Evidence, dict]:
+    views, torchrun_log = read_run_dir(RUNS / name)
+    meta = json.loads((RUNS / name / "run.json").read_text())
+    return C.Evidence(views, meta["status"], None, torchrun_log), meta
+
+
+@pytest.mark.parametrize("name", sorted(DECIDED_BY))
+def test_the_rule_that_decides_each_recorded_run(name):
+    ev, meta = evidence(name)
+    rule = DECIDED_BY[name]
+    earlier = C.RULES[:C.RULES.index(rule)]
+    assert [r.__name__ for r in earlier if r(ev) is not None] == [], "an earlier rule concluded first"
+    verdict = rule(ev)
+    recorded = meta["recorded_verdict"]
+    assert (verdict.culprit, verdict.kind.value) == (recorded["culprit_rank"], recorded["culprit_kind"]), verdict
+    assert verdict.reason and (verdict.culprit is None or verdict.culprit not in verdict.victims)
+    again, _ = evidence(name)
+    assert C.find_culprit(again.views, again.status, torchrun_log=again.torchrun_log) == verdict
+
+
+def test_each_rule_says_what_it_needs_and_concludes():
+    for rule in C.RULES:
+        doc = rule.__doc__ or ""
+        assert "Needs:" in doc or "Always concludes" in doc, rule.__name__
+        assert "Concludes" in doc or "concludes" in doc, rule.__name__
+
+
+def test_no_rule_but_passed_fires_on_a_healthy_run():
+    ev, _ = evidence("healthy")
+    ev.status = "failed"  # pretend: the evidence itself must not blame anyone
+    fired = [r.__name__ for r in C.RULES if r(ev) is not None]
+    assert fired == ["nobody_stands_out"], fired
+
+
+def test_late_names_the_straggler_not_the_rank_torchrun_blames():
+    ev, _ = evidence("stall")
+    v = C.late(ev)
+    assert v.culprit == 1 and v.kind is Rule.LATE and v.first_to_raise == 0
+    assert "timed out waiting for rank 1" in v.victims[0] or "rank 1" in v.victims[0]
+
+
+def test_unmatched_names_the_rank_inside_the_branch():
+    ev, _ = evidence("rank0-collective")
+    v = C.find_culprit(ev.views, ev.status, torchrun_log=ev.torchrun_log)
+    assert v.culprit == 0 and v.kind is Rule.UNMATCHED and "only rank 0 calls" in v.reason
+
+
+def test_a_size_mismatch_blames_nobody_and_points_at_detail():
+    ev, _ = evidence("mismatch")
+    v = C.size_mismatch(ev)
+    assert v.culprit is None and "TORCH_DISTRIBUTED_DEBUG=DETAIL" in v.reason
+    assert any("doesn't match expected size" in e for e in v.evidence)

@@ -1,0 +1,56 @@
+"""One builder for every torchrun command: what a user copies is what the workbook's own runs execute."""
+import os
+import shlex
+import sys
+
+from nbhelpers.runtime.launcher import Run
+from nbhelpers.runtime.launchspec import REPO_ROOT, SHIM, LaunchSpec, child_env, python_args
+from nbhelpers.runtime.multinode import Plan
+
+
+def without_workbook_parts(argv: list[str]) -> list[str]:
+    """A Run's argv less what only the workbook adds: the rank shim and torchrun's monitor interval."""
+    out = list(argv)
+    at = out.index(SHIM) - 1
+    del out[at:out.index("--", at) + 1]
+    at = out.index("--monitor-interval")
+    del out[at:at + 2]
+    return out
+
+
+def test_the_command_a_node_runs_is_the_one_printed_for_it():
+    plan = Plan(nnodes=2, nproc_per_node=2, master_addr="10.0.0.1", port=29511, args=["--timeout", "5"])
+    for node in (0, 1):
+        run = plan.run(node, local_addr=f"10.0.0.{node + 1}", prefix=["ip", "netns", "exec", "ns"])
+        printed = shlex.split(plan.command(node, f"10.0.0.{node + 1}"))
+        assert printed[:2] == ["LOGLEVEL=INFO", "python"]
+        at = printed.index("--node-rank")  # c10d ignores it; people read it
+        assert printed[at + 1] == str(node)
+        expected = [sys.executable, *printed[2:at], *printed[at + 2:]]
+        assert without_workbook_parts(run.command) == ["ip", "netns", "exec", "ns", *expected]
+
+
+def test_the_printed_line_starts_torchrun_with_c10d_and_the_plan_values():
+    plan = Plan(nnodes=2, master_addr="10.0.0.1", port=29511, join_timeout=30)
+    line = shlex.split(plan.commands()[1])
+    assert line[:2] == ["LOGLEVEL=INFO", "python"] and line[2:4] == ["-m", "torch.distributed.run"]
+    assert line[line.index("--rdzv-backend") + 1] == "c10d" and line[line.index("--rdzv-endpoint") + 1] == "10.0.0.1:29511"
+    assert line[line.index("--rdzv-conf") + 1] == "join_timeout=30,read_timeout=10,is_host=0"
+    assert "$SLURM_NODEID" in plan.slurm_script() and "is_host" not in plan.slurm_script()
+
+
+def test_a_one_node_run_uses_the_same_builder():
+    run = Run("probe", ["--timeout", "3"], nproc=2, port=29512, log_dir="/tmp/x")
+    spec = LaunchSpec("probe", ["--timeout", "3"], 2, 1, "127.0.0.1:29512", run.rdzv_id)
+    assert without_workbook_parts(run.command) == spec.argv(sys.executable)
+    assert run.command[-4:] == ["-m", "nbhelpers.workers.probe", "--timeout", "3"]
+
+
+def test_targets_and_the_child_environment():
+    assert python_args("probe", ["-x"]) == ["-m", "nbhelpers.workers.probe", "-x"]
+    assert python_args("pkg.mod", []) == ["-m", "pkg.mod"]
+    assert python_args("train.py", ["--lr", "1"])[0] == os.path.abspath("train.py")
+    env = child_env({"OMP_NUM_THREADS": 4, "A": "b"}, base={"PYTHONPATH": "/user/lib"})
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(REPO_ROOT), "/user/lib"]
+    assert env["OMP_NUM_THREADS"] == "4" and env["A"] == "b" and env["PYTHONUNBUFFERED"] == "1"
+    assert child_env(base={})["OMP_NUM_THREADS"] == "1"

@@ -1,0 +1,51 @@
+"""The package's layers import only downwards: diagnosis <- runtime <- scenarios <- views <- report.
+
+Every import of an nbhelpers module (top-level or inside a function) is read from the source, so a
+lazy import that runs backwards is caught too.
+"""
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parent.parent / "nbhelpers"
+ORDER = ["diagnosis", "runtime", "scenarios", "views", "report"]
+# below every layer: the exception root, and the utilities users import into their own training code
+SHARED = {"errors", "checkpoint", "chunked"}
+ALLOWED = {layer: set(ORDER[:i + 1]) | SHARED for i, layer in enumerate(ORDER)}
+ALLOWED["workers"] = {"workers", "runtime", "diagnosis"} | SHARED   # rank programs: no scenarios, views, report
+ALLOWED.update({name: {"errors"} for name in ("errors", "checkpoint", "chunked")})
+
+
+def layer_of(path: Path) -> str:
+    rel = path.relative_to(PKG)
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+def imported(path: Path) -> list[tuple[int, str]]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("nbhelpers."):
+            found.append((node.lineno, node.module.split(".")[1]))
+        elif isinstance(node, ast.ImportFrom) and node.level:
+            raise AssertionError(f"{path}:{node.lineno}: relative import; import nbhelpers.<layer>... instead")
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, a.name.split(".")[1]) for a in node.names if a.name.startswith("nbhelpers.")]
+    return found
+
+
+MODULES = sorted(p for p in PKG.rglob("*.py") if layer_of(p) not in ("__init__", "__main__"))
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PKG)))
+def test_imports_run_downwards(path):
+    layer = layer_of(path)
+    assert layer in ALLOWED, f"{path}: not in any layer; put it in one of {ORDER} (or name it in SHARED)"
+    wrong = [f"line {n}: imports nbhelpers.{target}" for n, target in imported(path) if target not in ALLOWED[layer]]
+    assert not wrong, f"{path.relative_to(PKG)} ({layer}) may import only {sorted(ALLOWED[layer])}: {wrong}"
+
+
+def test_the_check_sees_a_backward_import(tmp_path):
+    bad = tmp_path / "x.py"
+    bad.write_text("def f():\n    from nbhelpers.views.display import timeline\n")
+    assert imported(bad) == [(2, "views")] and "views" not in ALLOWED["runtime"]
