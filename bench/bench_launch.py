@@ -15,9 +15,9 @@ import subprocess
 import sys
 import time
 
-from nbhelpers.scenarios.probe import probe
 from nbhelpers.runtime.events import parse_lines
 from nbhelpers.runtime.ports import free_port
+from nbhelpers.scenarios.probe import probe
 
 TITLE = "Launch to all ranks ready, 2-rank probe (seconds, median)"
 ARGS = ["--timeout", "30", "--size-mb", "1"]

@@ -15,8 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from nbhelpers.scenarios.chunking import compare_chunking
 from nbhelpers.runtime.ports import free_port
+from nbhelpers.scenarios.chunking import compare_chunking
 from nbhelpers.scenarios.sweep import sweep
 
 TITLE = "Sweep vs bare torch loop (busbw GB/s, median), and chunked vs whole all_reduce (64 MiB, 2 ranks)"

@@ -58,6 +58,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "scale_up": ("scenarios.probe", "scale_up"),
     "fault_gallery": ("scenarios.probe", "fault_gallery"),
     "supervise": ("scenarios.supervise", "supervise"),
+    "example": ("scenarios.supervise", "example"),
     "sweep": ("scenarios.sweep", "sweep"),
     "sweep_chart": ("scenarios.sweep", "sweep_chart"),
     "peak_busbw": ("scenarios.sweep", "peak_busbw"),
@@ -131,7 +132,7 @@ __all__ = [
     'RunResult', 'Verdict', 'WorkbookError', 'ab_test', 'advice_lint_table', 'atomic_save', 'bus_factor',
     'causes_table', 'channel_table', 'check_path', 'check_table', 'chunked_all_reduce', 'classify',
     'classify_file', 'classify_logs', 'collect_fingerprint', 'compare_chunking', 'desync_gallery', 'env_catalog',
-    'env_editor', 'error_table', 'explain_torn', 'export_button', 'export_report', 'fault_gallery',
+    'env_editor', 'error_table', 'example', 'explain_torn', 'export_button', 'export_report', 'fault_gallery',
     'find_culprit', 'findings_table', 'fingerprint_table', 'flight_recorder', 'free_port', 'full_disk',
     'has_end_record', 'launch', 'launch_ssh', 'lint_env', 'lint_table', 'measure', 'missing_rank', 'nccl_chart',
     'nccl_debug_run', 'nccl_effects', 'nccl_sample', 'nccl_summary', 'nccl_transport_ab', 'parse_nccl',
@@ -223,7 +224,7 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time each name l
     from nbhelpers.scenarios.presets import advice_lint_table, preset, presets_table
     from nbhelpers.scenarios.probe import fault_gallery, probe, scale_up
     from nbhelpers.scenarios.shm import shm_dataloader, shm_table
-    from nbhelpers.scenarios.supervise import supervise
+    from nbhelpers.scenarios.supervise import example, supervise
     from nbhelpers.scenarios.sweep import peak_busbw, sweep, sweep_chart
     from nbhelpers.scenarios.timeouts import timeouts
     from nbhelpers.scenarios.torncauses import (

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -95,8 +96,21 @@ def cmd_run(args) -> int:
     if args.nproc > cpus:
         print(f"warning: {args.nproc} ranks on {cpus} CPUs: they share cores, so timings and timeouts stretch",
               file=sys.stderr)
-    res = supervise(args.script, args.args, nproc=args.nproc, timeout=args.timeout, live=False if args.json else None)
-    print(json.dumps(verdict_dict(res, args.script)) if args.json else verdict_text(res, args.script))
+    stopped = []
+
+    def on_term(signum, _frame):  # a Slurm time limit or scancel: end like Ctrl-C, with the verdict so far
+        stopped.append(signum)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        res = supervise(args.script, args.args, nproc=args.nproc, timeout=args.timeout,
+                        live=False if args.json else None, reraise=False)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    print(json.dumps(verdict_dict(res, args.script)) if args.json else verdict_text(res, args.script), flush=True)
+    if res.status == "interrupted":
+        return 128 + (stopped[0] if stopped else signal.SIGINT)
     return 0 if res.ok else 1
 
 

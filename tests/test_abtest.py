@@ -3,9 +3,9 @@ import shlex
 
 import pytest
 
-from nbhelpers.scenarios.abtest import ab_test
 from nbhelpers.errors import ConfigError
 from nbhelpers.runtime.launchconfig import Config
+from nbhelpers.scenarios.abtest import ab_test
 
 PROBE_SMALL = ["--size-mb", "1"]
 

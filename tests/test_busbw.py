@@ -1,7 +1,15 @@
 """nccl-tests' size and bandwidth arithmetic."""
 import pytest
 
-from nbhelpers.diagnosis.busbw import bus_factor, expected_seconds, human, normalize_op, op_size_bytes, parse_size, size_range
+from nbhelpers.diagnosis.busbw import (
+    bus_factor,
+    expected_seconds,
+    human,
+    normalize_op,
+    op_size_bytes,
+    parse_size,
+    size_range,
+)
 
 
 def test_bus_factors_follow_nccl_tests():

@@ -1,8 +1,7 @@
 """The checkpoint race and the rank-0-only collective (a hang after rank 0 loads a checkpoint), reproduced by
 real torchrun worlds."""
-from nbhelpers.scenarios import ckptrace
-from nbhelpers.scenarios import torncauses
 from nbhelpers.diagnosis.classify import classify
+from nbhelpers.scenarios import ckptrace, torncauses
 
 
 def test_racy_fails_and_every_fix_holds_in_the_same_run(runs_dir):

@@ -1,4 +1,5 @@
 """The classifier on real text: users' pasted logs (shared corpus) and messages our own runs produce."""
+import importlib
 import json
 import socket
 import subprocess
@@ -7,9 +8,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from conftest import SHARED
-import importlib
 
 C = importlib.import_module("nbhelpers.diagnosis.classify")
 from nbhelpers.diagnosis.categories import CATEGORIES, IN_CORPUS
@@ -168,4 +167,5 @@ def test_a_real_port_in_use_message_is_port_in_use():
 
 def test_every_rule_names_a_known_category_and_a_lowercase_needle():
     assert all(r.category in CATEGORIES and r.needle == r.needle.lower() for r in C.RULES)
-    assert {r.category for r in C.RULES} == set(CATEGORIES)
+    verdict_only = {"rank_error", "ddp_segfault"}  # named by the culprit rules from tracebacks, not by log lines
+    assert {r.category for r in C.RULES} == set(CATEGORIES) - verdict_only

@@ -4,7 +4,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import SHARED
 
 DEV = SHARED / "corpus" / "real_failure_logs.dev.jsonl"

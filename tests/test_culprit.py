@@ -10,9 +10,10 @@ import pytest
 
 from nbhelpers.diagnosis import culprit as C
 from nbhelpers.diagnosis.api import Rule
-from nbhelpers.runtime.launcher import read_run_dir
+from nbhelpers.runtime.launcher import read_run_dir, read_sources
 
 RUNS = Path(__file__).resolve().parent / "data" / "runs"
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "faulty"
 
 DECIDED_BY = {  # recorded run -> the rule that must decide it
     "healthy": C.passed,
@@ -25,13 +26,30 @@ DECIDED_BY = {  # recorded run -> the rule that must decide it
     "stall": C.late,
     "rank0-collective": C.unmatched,
     "wrong-port": C.named,
+    # users' own scripts (examples/faulty): no events, only tracebacks, stack dumps and source
+    "user-valueerror": C.crashed,
+    "user-oom-allgather": C.crashed,
+    "user-uneven": C.uneven_collectives,
+    "user-wrong-world": C.wrong_world,
+    "user-bcast-rank0": C.different_collectives,
+    "user-order-swapped": C.different_collectives,
+    "user-detail-segfault": C.ddp_segfault,
+    "user-loader-hang": C.outside_collective,
+    "user-sigkill": C.crashed,
+    "user-flock-barrier": C.collective_in_lock,
+}
+EXPECTED_FAILURE = {  # what each user-script run must be called, besides its culprit
+    "user-valueerror": (1, "rank_error"), "user-oom-allgather": (1, "oom_in_collective"),
+    "user-uneven": (1, "collective_mismatch"), "user-wrong-world": (1, "rendezvous_timeout"),
+    "user-bcast-rank0": (0, "collective_mismatch"), "user-order-swapped": (0, "collective_mismatch"),
+    "user-detail-segfault": (None, "ddp_segfault"), "user-loader-hang": (1, None), "user-sigkill": (1, None),
 }
 
 
 def evidence(name: str) -> tuple[C.Evidence, dict]:
     views, torchrun_log = read_run_dir(RUNS / name)
     meta = json.loads((RUNS / name / "run.json").read_text())
-    return C.Evidence(views, meta["status"], None, torchrun_log), meta
+    return C.Evidence(views, meta["status"], None, torchrun_log, read_sources(views, [EXAMPLES])), meta
 
 
 @pytest.mark.parametrize("name", sorted(DECIDED_BY))
@@ -45,7 +63,24 @@ def test_the_rule_that_decides_each_recorded_run(name):
     assert (verdict.culprit, verdict.kind.value) == (recorded["culprit_rank"], recorded["culprit_kind"]), verdict
     assert verdict.reason and (verdict.culprit is None or verdict.culprit not in verdict.victims)
     again, _ = evidence(name)
-    assert C.find_culprit(again.views, again.status, torchrun_log=again.torchrun_log) == verdict
+    assert C.find_culprit(again.views, again.status, torchrun_log=again.torchrun_log, sources=again.sources) == verdict
+
+
+def test_the_lock_holder_is_named_in_a_lock_and_barrier_deadlock():
+    ev, _ = evidence("user-flock-barrier")
+    holder = next(v.rank for v in ev.views if "building token cache" in v.log)  # the rank that took the lock
+    v = C.find_culprit(ev.views, ev.status, torchrun_log=ev.torchrun_log, sources=ev.sources)
+    assert v.culprit == holder and v.kind is Rule.COLLECTIVE_IN_LOCK and "file_lock" in v.reason, v
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_FAILURE))
+def test_users_scripts_get_their_culprit_failure_and_line(name):
+    ev, meta = evidence(name)
+    v = C.find_culprit(ev.views, ev.status, torchrun_log=ev.torchrun_log, sources=ev.sources)
+    culprit, failure = EXPECTED_FAILURE[name]
+    assert v.culprit == culprit and (v.failure.value if v.failure else None) == failure, v
+    if culprit is not None and name != "user-sigkill":  # SIGKILL leaves no traceback and no stack to read
+        assert v.where and "examples/faulty/train_" in v.where  # the line of the user's code, not torch's
 
 
 def test_each_rule_says_what_it_needs_and_concludes():

@@ -1,6 +1,6 @@
 """The paste box, driven as a user would: type text, click Diagnose, read the answer."""
-from nbhelpers.views.pastebox import findings_table, findings_html, paste_box
 from nbhelpers.scenarios.probe import probe
+from nbhelpers.views.pastebox import findings_html, findings_table, paste_box
 
 
 def test_paste_box_diagnoses_real_log_text(runs_dir):

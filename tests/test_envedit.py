@@ -1,8 +1,8 @@
 """Drive the editor's widget objects as a user would (no browser): type, click, read the answer."""
 import pytest
 
-from nbhelpers.views.envedit import EnvEditor, env_editor
 from nbhelpers.errors import ConfigError
+from nbhelpers.views.envedit import EnvEditor, env_editor
 
 IFACES = [{"name": "eth0", "up": True, "mtu": 1500, "addresses": ["10.0.0.5"]},
           {"name": "lo", "up": True, "mtu": 65536, "addresses": ["127.0.0.1"]}]

@@ -4,7 +4,12 @@ import subprocess
 import sys
 
 from nbhelpers.diagnosis import fingerprint as fp_mod
-from nbhelpers.diagnosis.fingerprint import collect, match_ifname, nccl_would_pick, to_table
+from nbhelpers.diagnosis.fingerprint import (
+    collect,
+    match_ifname,
+    nccl_would_pick,
+    to_table,
+)
 from nbhelpers.diagnosis.redact import REDACTED
 
 

@@ -10,8 +10,8 @@ import time
 
 import psutil
 import pytest
-
 from conftest import workbook_processes
+
 from nbhelpers import PortInUseError, Run
 from nbhelpers.scenarios.probe import probe
 from nbhelpers.workers.probe import STAGES

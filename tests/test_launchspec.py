@@ -4,7 +4,13 @@ import shlex
 import sys
 
 from nbhelpers.runtime.launcher import Run
-from nbhelpers.runtime.launchspec import REPO_ROOT, SHIM, LaunchSpec, child_env, python_args
+from nbhelpers.runtime.launchspec import (
+    REPO_ROOT,
+    SHIM,
+    LaunchSpec,
+    child_env,
+    python_args,
+)
 from nbhelpers.runtime.multinode import Plan
 
 

@@ -2,9 +2,16 @@
 import json
 
 import pytest
-
 from conftest import SHARED, has_gpus
-from nbhelpers.diagnosis.nccllog import channel_table, nccl_chart, nccl_summary, parse_logs, parse_nccl, sample_log
+
+from nbhelpers.diagnosis.nccllog import (
+    channel_table,
+    nccl_chart,
+    nccl_summary,
+    parse_logs,
+    parse_nccl,
+    sample_log,
+)
 from nbhelpers.scenarios.nccl import nccl_debug_run
 
 CORPUS = SHARED / "corpus" / "real_failure_logs.dev.jsonl"

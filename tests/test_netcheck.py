@@ -4,8 +4,8 @@ import threading
 
 import pytest
 
-from nbhelpers.scenarios import netcheck
 from nbhelpers.runtime.ports import free_port
+from nbhelpers.scenarios import netcheck
 
 
 def test_resolve_flags_loopback_and_unknown_names():

@@ -6,8 +6,8 @@ import sys
 import time
 
 import pytest
-
 from conftest import REPO, is_root
+
 from nbhelpers.scenarios import netlab
 
 pytestmark = pytest.mark.root

@@ -1,7 +1,7 @@
 """Set-up promises: one dependency list in two files, the README's commands, CI calling make test."""
 import re
-import tomllib
 
+import tomllib
 from conftest import REPO
 
 

@@ -8,8 +8,8 @@ import nbformat
 import pytest
 from conftest import CLI_SECRET, PLANTED, URL_PASSWORD
 
-from nbhelpers.report.recording import MIMETYPE, collect, outcome, payloads
 from nbhelpers.report.build import declared_parameters, failure_of, static_widget
+from nbhelpers.report.recording import MIMETYPE, collect, outcome, payloads
 
 
 def test_declared_parameters(tmp_path):

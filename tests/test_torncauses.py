@@ -1,10 +1,9 @@
 """The torn-checkpoint error from a truncated copy and a full disk; DataLoader workers on a tiny /dev/shm."""
 import pytest
 
-from nbhelpers.scenarios import shm
-from nbhelpers.scenarios import torncauses
 from nbhelpers.checkpoint import atomic_save, explain_torn
 from nbhelpers.runtime.sandbox import private_mount_unavailable
+from nbhelpers.scenarios import shm, torncauses
 
 needs_mount = pytest.mark.skipif(private_mount_unavailable() is not None,
                                  reason=f"private tmpfs mounts unavailable: {private_mount_unavailable()}")

@@ -1,7 +1,7 @@
 """Backend choice and the NCCL path; the GPU tests skip cleanly on machines without GPUs."""
 import pytest
-
 from conftest import has_gpus
+
 from nbhelpers.scenarios.probe import probe
 from nbhelpers.workers.common import pick_backend
 

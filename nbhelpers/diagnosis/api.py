@@ -30,6 +30,8 @@ class Failure(str, Enum):
     WORKER_KILLED = "worker_killed"
     VERSION_MISMATCH = "version_mismatch"
     EXIT_WITHOUT_DESTROY = "exit_without_destroy"
+    RANK_ERROR = "rank_error"              # a rank's own Python exception, the most common failure of all
+    DDP_SEGFAULT = "ddp_segfault"          # DDP's constructor segfaults (gloo + TORCH_DISTRIBUTED_DEBUG=DETAIL)
 
     def __str__(self) -> str:
         return self.value
@@ -41,10 +43,15 @@ class Rule(str, Enum):
     DESYNC = "desync"               # traced collective sequences disagree
     MISMATCH = "mismatch"           # a rank aborted on a size mismatch: not necessarily the one at fault
     EXIT_WITHOUT_DESTROY = "exit_without_destroy"  # aborted in Python's shutdown, group never destroyed
-    CRASHED = "crashed"             # died on its own (signal, exit code) before the others failed
+    DDP_SEGFAULT = "ddp_segfault"   # every rank crashed in DDP's constructor: the environment, not a rank
+    CRASHED = "crashed"             # died on its own (signal, exit code, its own exception) before the others failed
+    WRONG_WORLD = "wrong_world"     # waited for a rank that does not exist: its world size or rank is wrong
     NAMED = "named"                 # a waiting rank's error names whom it waited for
+    UNEVEN = "uneven"               # kept calling collectives after a peer had finished (uneven inputs)
     LATE = "late"                   # had not reached the stage the others failed in
     UNMATCHED = "unmatched"         # waited in a collective no other rank calls
+    DIFFERENT_COLLECTIVES = "different_collectives"  # ranks waited in different calls; the rank-conditional one named
+    COLLECTIVE_IN_LOCK = "collective_in_lock"        # a collective inside a lock: the holder waits for ranks that wait
     UNREACHABLE = "unreachable"     # could not connect to the store or a peer
     ERROR = "error"                 # raised an error of its own
     UNKNOWN = "unknown"             # no rank stands out
@@ -63,15 +70,19 @@ class Verdict:
     victims: dict[int, str] = field(default_factory=dict)
     first_to_raise: int | None = None
     torchrun_blamed: int | None = None
+    failure: Failure | None = None       # what went wrong, when the rule knows better than the log classifier
+    where: str | None = None             # the culprit's line of user code (``train.py:45 in train: loss.backward()``)
 
     def __post_init__(self):
         self.kind = Rule(self.kind)
+        self.failure = None if self.failure is None else Failure(self.failure)
 
     def __repr__(self) -> str:
         who = "no culprit" if self.culprit is None else f"culprit rank {self.culprit} ({self.kind})"
         return f"<Verdict {who}: {self.reason}>"
 
     def to_dict(self) -> dict:
-        return {"culprit_rank": self.culprit, "culprit_kind": self.kind.value, "reason": self.reason,
+        return {"culprit_rank": self.culprit, "culprit_kind": self.kind.value, "culprit_where": self.where,
+                "reason": self.reason,
                 "evidence": list(self.evidence), "victims": {str(k): v for k, v in self.victims.items()},
                 "first_to_raise": self.first_to_raise, "torchrun_blamed": self.torchrun_blamed}

@@ -91,7 +91,28 @@ CATEGORIES: dict[str, Category] = {c.name: c for c in [
        "although every step ran. When a Python traceback comes first, that error is the cause and the abort is "
        "only how the process ended.",
        cause=False, corpus=False),
+    _C("rank_error", "A rank raised an error of its own",
+       "One rank's own Python exception ended the job: a bad sample, a failed check, a shape or dtype error, a NaN "
+       "guard. The other ranks then time out or lose their connection to it: their errors are consequences.",
+       corpus=False),
+    _C("ddp_segfault", "DDP crashed in its constructor (segmentation fault)",
+       "Every rank died of SIGSEGV with no Python error while DistributedDataParallel was being built. With torch "
+       "2.13 on gloo, TORCH_DISTRIBUTED_DEBUG=DETAIL makes DDP's constructor crash in "
+       "c10d::Logger::set_env_variables: the debugging switch itself kills the job.",
+       corpus=False),
 ]}
 
 CONSEQUENCE = {n for n, c in CATEGORIES.items() if not c.cause}
+
+
+def run_failure(ruled: Failure | None, classified: Failure | None) -> Failure | None:
+    """The failure a run gets: the culprit rule's when it knows one, except that a rank's own error
+    (``rank_error``) yields to a cause the log classifier names (a torn checkpoint is the cause of the
+    ``torch.load`` error it raised)."""
+    if ruled is None:
+        return classified
+    if ruled is Failure.RANK_ERROR and classified is not None and classified.value not in CONSEQUENCE \
+            and classified is not Failure.WORKER_KILLED:
+        return classified
+    return ruled
 IN_CORPUS = {n for n, c in CATEGORIES.items() if c.corpus}

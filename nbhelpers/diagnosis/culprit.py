@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Callable
 
-from nbhelpers.diagnosis.api import Rule, Verdict
+from nbhelpers.diagnosis.api import Failure, Rule, Verdict
+from nbhelpers.diagnosis.tracebacks import Frame, Where, stack_frames, where_from
 
-__all__ = ["RankView", "Evidence", "RULES", "find_culprit", "named_ranks", "torchrun_root_cause"]
+__all__ = ["RankView", "Evidence", "RULES", "find_culprit", "named_ranks", "store_key_ranks", "torchrun_root_cause",
+           "enclosing_rank_branch", "enclosing_block"]
 
 WAITING = re.compile(
     r"Timed out waiting \d+ ?ms for (recv|send)|wait timeout after|waiting for clients|clients joined|"
@@ -32,6 +34,13 @@ UNREACHABLE = re.compile(
     re.I)
 SIZE_MISMATCH = re.compile(r"doesn't match expected size|collective mismatch", re.I)
 EXIT_ABORT = re.compile(r"terminate called without an active exception")
+FATAL = re.compile(r"^(?:\[rank\d+\]:\s*)?Fatal Python error: ")  # faulthandler's dump follows (PYTHONFAULTHANDLER)
+OOM = re.compile(r"can't allocate memory|out of memory|std::bad_alloc|Cannot allocate memory|CUBLAS_STATUS_ALLOC_FAILED",
+                 re.I)
+PROGRESS = re.compile(r"\b(?:step|steps|iter|iteration|batch|epoch)\b", re.I)
+LOCK_BLOCK = re.compile(r"^\s*(?:async\s+)?with\b.*(?:lock|Lock|LOCK|mutex|Mutex|semaphore|Semaphore).*:\s*(#.*)?$")
+RANK_CONDITION = re.compile(r"^\s*(if|elif)\b(.*(?:\brank\b|_rank\b|get_rank\(|is_main|is_master|main_process|master_process|"
+                            r"is_rank_zero|rank_zero|is_global_zero|is_local_main|local_main).*):\s*(#.*)?$")
 STORE_KEYS = re.compile(r"wait timeout after \d+ ?ms, keys: (\S+)")
 MONITORED = re.compile(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier")
 EXCEPTION_LINE = re.compile(r"^(?:\[rank\d+\]:\s*)*((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt)\b:?.*)$")
@@ -88,15 +97,38 @@ class RankView:
     def last_seen(self, by: float) -> str:
         seen = [e for e in self.events if e["t"] <= by]
         if not seen:
-            top = _stack_line(self)
-            return top.split("stack: ", 1)[1] if "stack: " in top else "no event (still starting, or a program without events)"
+            return self.where.describe() if self.where else "no event, no traceback and no stack dump"
         e = seen[-1]
         return f"{e['stage']} ({e['status']})"
+
+    def tail(self, n: int = 30) -> list[str]:
+        """The last ``n`` lines of the log before a faulthandler dump (which can be long)."""
+        lines = self.log.splitlines()
+        at = next((i for i, ln in enumerate(lines) if FATAL.match(ln)), len(lines))
+        return lines[max(0, at - n):at]
+
+    @property
+    def where(self) -> Where | None:
+        """Where this rank was when it ended: its stack dump when stopped, else its last traceback."""
+        if not hasattr(self, "_where"):
+            self._where = where_from(self.log, self.stack)
+        return self._where
+
+    @property
+    def traceback(self) -> Where | None:
+        """The exception this rank raised (its log's last Python traceback), or None."""
+        w = where_from(self.log)
+        return w if w is not None and w.exc_type else None
+
+    def progress_line(self) -> str | None:
+        """The last line this rank logged about its steps, epochs or batches (a script's own progress)."""
+        return next((ln.strip()[:200] for ln in reversed(self.tail(400)) if PROGRESS.search(ln)
+                     and not ln.lstrip().startswith(("File ", "[rank")) and "Traceback" not in ln), None)
 
     def lost_peer(self) -> bool:
         """The end of this rank's log says a peer went away (e.g. gloo's ``what(): ... Connection reset by peer``
         before a SIGABRT): it died of another rank's death."""
-        return any(PEER_GONE.search(ln) for ln in self.log.splitlines()[-30:])
+        return any(PEER_GONE.search(ln) for ln in self.tail(30))
 
     def exit_abort_line(self) -> str | None:
         """The "terminate called without an active exception" line of a rank that died of SIGABRT with no Python
@@ -104,7 +136,7 @@ class RankView:
         down while the interpreter shut down), else None."""
         if self.record.get("signal") != "SIGABRT" or self.error is not None:
             return None
-        return next((ln.strip() for ln in self.log.splitlines()[-30:] if EXIT_ABORT.search(ln)), None)
+        return next((ln.strip() for ln in self.tail(30) if EXIT_ABORT.search(ln)), None)
 
     def unreachable_lines(self) -> list[str]:
         return [ln.strip()[:300] for ln in self.log.splitlines() if UNREACHABLE.search(ln)]
@@ -118,16 +150,22 @@ def _signal_text(rec: dict) -> str:
     return f"exited with code {rec.get('returncode')}"
 
 
-def named_ranks(text: str | None, world: int) -> set[int]:
-    """Ranks that an error message names as the ones waited for."""
+def store_key_ranks(text: str | None) -> set[int]:
+    """The ranks whose store keys a ``wait timeout after ... keys: ...`` error waited on."""
     found: set[int] = set()
-    if not text:
-        return found
-    for keys in STORE_KEYS.findall(text):
+    for keys in STORE_KEYS.findall(text or ""):
         for key in keys.split(","):
             m = re.search(r"/(\d+)$", key.strip())
-            if m and int(m.group(1)) < world:
+            if m:
                 found.add(int(m.group(1)))
+    return found
+
+
+def named_ranks(text: str | None, world: int) -> set[int]:
+    """Ranks that an error message names as the ones waited for."""
+    found = {r for r in store_key_ranks(text) if r < world}
+    if not text:
+        return found
     for group in MONITORED.findall(text):
         found |= {int(x) for x in re.findall(r"\d+", group)}
     return found
@@ -147,6 +185,7 @@ class Evidence:
     status: str
     stop_time: float | None = None
     torchrun_log: str = ""
+    sources: dict[str, str] = field(default_factory=dict)   # the user's source files named in frames: path -> text
 
     @cached_property
     def world(self) -> int:
@@ -181,16 +220,32 @@ class Evidence:
         """Ranks that died on their own: not of a timeout, not of a lost peer."""
         return [v for v in self.views if v.crashed and not _is_victim_error(v.error) and not v.lost_peer()]
 
-    def blame(self, culprit: int, kind: Rule, reason: str, evidence: list[str]) -> Verdict:
+    def blame(self, culprit: int, kind: Rule, reason: str, evidence: list[str],
+              failure: Failure | None = None) -> Verdict:
         """A verdict naming ``culprit``; every other rank is described as a victim."""
         victims = {v.rank: _victim_reason(v, culprit) for v in self.views if v.rank != culprit}
         evidence = evidence + [f"rank {culprit}: {ln}" for ln in self.by_rank[culprit].unreachable_lines()[:2]]
-        return Verdict(culprit, kind, reason, evidence, victims, self.first, self.blamed)
+        return Verdict(culprit, kind, reason, evidence, victims, self.first, self.blamed, failure,
+                       _where_text(self.by_rank[culprit]))
 
-    def nobody(self, kind: Rule, reason: str, evidence: list[str]) -> Verdict:
+    def nobody(self, kind: Rule, reason: str, evidence: list[str], failure: Failure | None = None) -> Verdict:
         """A verdict that names no rank (the evidence cannot tell, and guessing would mislead)."""
         return Verdict(None, kind, reason, evidence, {v.rank: _victim_reason(v, None) for v in self.views},
-                       self.first, self.blamed)
+                       self.first, self.blamed, failure)
+
+    def enclosing(self, v: RankView, header: re.Pattern) -> tuple[int, str] | None:
+        """The block header matching ``header`` that encloses ``v``'s line of user code, when its source is here."""
+        frame = v.where.user if v.where else None
+        text = self.sources.get(frame.file) if frame else None
+        return enclosing_block(text, frame.line, header) if text else None
+
+    def rank_condition(self, v: RankView) -> tuple[int, str] | None:
+        """The ``if`` on the rank (``if rank == 0:``, ``if is_main_process():``) that encloses the line of the
+        user's code where ``v`` was, as (line, condition), when its source is at hand; an ``else:`` of such
+        an ``if`` counts too."""
+        frame = v.where.user if v.where else None
+        text = self.sources.get(frame.file) if frame else None
+        return enclosing_rank_branch(text, frame.line) if text else None
 
 
 def passed(ev: Evidence) -> Verdict | None:
@@ -266,17 +321,105 @@ def exit_without_destroy(ev: Evidence) -> Verdict | None:
                     [f"rank {v.rank}: {_signal_text(v.record)}", f"rank {v.rank}: {v.exit_abort_line()}"])
 
 
+def ddp_segfault(ev: Evidence) -> Verdict | None:
+    """Needs: exit records and faulthandler's dump in the logs (the launcher sets PYTHONFAULTHANDLER).
+    Concludes, naming nobody: every rank that died crashed with SIGSEGV inside DistributedDataParallel's
+    constructor, which torch 2.13 does on gloo when TORCH_DISTRIBUTED_DEBUG=DETAIL is set (in
+    c10d::Logger::set_env_variables): the environment, not a rank, is at fault."""
+    dead = ev.crashed_alone
+    if not dead or not all(v.record.get("signal") == "SIGSEGV" for v in dead):
+        return None
+    in_ddp = [v for v in dead if any("torch/nn/parallel/distributed.py" in ln and "__init__" in ln
+                                     for ln in v.log.splitlines()[-200:])]
+    if not in_ddp:
+        return None
+    user = next((w.user for v in in_ddp if (w := _fatal_where(v)) and w.user), None)
+    at = f" at {user.where}" if user else ""
+    return ev.nobody(Rule.DDP_SEGFAULT, f"rank{'s' if len(dead) > 1 else ''} {', '.join(str(v.rank) for v in dead)} "
+                     f"crashed (SIGSEGV) inside DistributedDataParallel's constructor{at}: torch 2.13 does this on "
+                     "gloo when TORCH_DISTRIBUTED_DEBUG=DETAIL is set. Unset it (DETAIL is for collectives "
+                     "called before DDP), or check a collective mismatch with DETAIL before wrapping the model",
+                     [f"rank {v.rank}: {_signal_text(v.record)}" for v in dead], Failure.DDP_SEGFAULT)
+
+
 def crashed(ev: Evidence) -> Verdict | None:
-    """Needs: exit records.  Concludes: a rank that died on its own (non-zero exit or a signal nobody sent
-    it) with no error of the waiting kind is the cause; the others then lost their connection to it.  A
-    rank that aborted (SIGABRT: gloo's C++ throws when a peer vanishes) is named only when no other rank
-    died, since exit records of near-simultaneous deaths can come in either order."""
+    """Needs: exit records, and the rank's traceback when it raised.  Concludes: a rank that died on its own
+    (non-zero exit or a signal nobody sent it) with no error of the waiting kind is the cause; the others
+    then lost their connection to it.  When it died of its own Python exception the failure is that error
+    (``rank_error``, with the exception and the line of the user's code), or ``oom_in_collective`` when it
+    ran out of memory inside a collective.  A rank that aborted (SIGABRT: gloo's C++ throws when a peer
+    vanishes) is named only when no other rank died, since exit records of near-simultaneous deaths can
+    come in either order."""
     if not ev.crashed_alone:
         return None
     v = min(ev.crashed_alone, key=lambda v: (v.record.get("signal") == "SIGABRT", v.record.get("end") or 0))
+    tb = v.traceback if not v.record.get("signal") else None
+    if tb is not None:
+        at = tb.describe()
+        if OOM.search(tb.message) and tb.collective:
+            return ev.blame(v.rank, Rule.CRASHED, f"rank {v.rank} ran out of memory inside {tb.collective} "
+                            f"(at {tb.user.where if tb.user else 'torch'}): {_short(tb.exception)}; the others "
+                            "then failed waiting for it", [f"rank {v.rank}: {tb.exception[:300]}", *_frames_ev(v, tb)],
+                            Failure.OOM_IN_COLLECTIVE)
+        return ev.blame(v.rank, Rule.CRASHED, f"rank {v.rank} raised {_short(tb.exception)} {at}; the others then "
+                        "failed waiting for it", [f"rank {v.rank}: {tb.exception[:300]}", *_frames_ev(v, tb)],
+                        Failure.RANK_ERROR)
     lines = [f"rank {v.rank}: {_signal_text(v.record)}"] + ([v.error] if v.error else [])
-    return ev.blame(v.rank, Rule.CRASHED, f"rank {v.rank} {_signal_text(v.record)} (last seen in "
+    return ev.blame(v.rank, Rule.CRASHED, f"rank {v.rank} {_signal_text(v.record)} (last seen "
                     f"{v.last_seen(v.record.get('end') or ev.t_fail)}); the others then failed waiting for it", lines)
+
+
+def wrong_world(ev: Evidence) -> Verdict | None:
+    """Needs: the waiting ranks' errors.  Concludes: a rank that waits on the store key of a rank that
+    does not exist in this job (``keys: /default_pg/0//cpu//0/2`` with two ranks) was given a larger
+    world size (or a wrong rank) than the job's: that rank is the culprit."""
+    for v in ev.views:
+        ghosts = sorted(r for r in store_key_ranks(v.error) if r >= ev.world)
+        if ghosts:
+            at = v.where.describe() if v.where else ""
+            return ev.blame(v.rank, Rule.WRONG_WORLD, f"rank {v.rank} waited for rank {ghosts[0]}, which does not "
+                            f"exist in this {ev.world}-rank job: its world size (or rank) is not the job's; "
+                            f"{at}".rstrip("; "), [f"rank {v.rank}: {v.error}"], Failure.RENDEZVOUS_TIMEOUT)
+    return None
+
+
+def uneven_collectives(ev: Evidence) -> Verdict | None:
+    """Needs: exit records and tracebacks.  Concludes: when a rank finished its script (exit 0) while another
+    then failed inside a collective because its peer was gone, the ranks issued different numbers of
+    collectives (uneven inputs: one more batch on one rank, no ``join()``): the rank still calling
+    collectives is named, with each rank's last progress line as evidence."""
+    done = [v for v in ev.views if v.record.get("returncode") == 0]
+    stuck = [v for v in ev.views if v.crashed and v.lost_peer() and v.where and v.where.collective]
+    if not done or not stuck:
+        return None
+    v = stuck[0]
+    progress = [f"rank {w.rank}: {w.progress_line()}" for w in ev.views if w.progress_line()]
+    return ev.blame(v.rank, Rule.UNEVEN, f"rank{'s' if len(done) > 1 else ''} {', '.join(str(w.rank) for w in done)} "
+                    f"finished the script while rank {v.rank} still called {v.where.describe()}, which no peer "
+                    "matched: the ranks issued different numbers of collectives (uneven inputs: more batches on "
+                    f"rank {v.rank}, or fewer on the others)", progress + [f"rank {v.rank}: {v.error}"],
+                    Failure.COLLECTIVE_MISMATCH)
+
+
+def different_collectives(ev: Evidence) -> Verdict | None:
+    """Needs: each rank's traceback or stack dump, and the user's source.  Concludes: when the ranks waited
+    in different collectives (rank 0 in ``broadcast`` at line 55, rank 1 in ``all_reduce`` at line 60), the
+    calls do not pair up; the rank whose call sits inside an ``if`` on the rank is named (the source shows
+    the branch), else nobody, with every rank's call and line."""
+    where = {v.rank: v.where for v in ev.views if v.where and v.where.collective}
+    if len(where) < 2 or len({(w.collective, w.user.where if w.user else None) for w in where.values()}) < 2:
+        return None
+    calls = "; ".join(f"rank {r}: {w.describe()}" for r, w in sorted(where.items()))
+    branches = {r: b for r in where if (b := ev.rank_condition(ev.by_rank[r])) and not b[1].startswith("else")}
+    evidence = [f"rank {r}: {w.user}" for r, w in sorted(where.items()) if w.user]
+    if len(branches) == 1:
+        r, (line, cond) = next(iter(branches.items()))
+        return ev.blame(r, Rule.DIFFERENT_COLLECTIVES, f"the ranks waited in different collectives ({calls}); rank "
+                        f"{r}'s call is inside `{cond}` (line {line}): a collective only some ranks call, or call in "
+                        "another order", evidence + [f"rank {r}: line {line}: {cond}"], Failure.COLLECTIVE_MISMATCH)
+    return ev.nobody(Rule.DIFFERENT_COLLECTIVES, f"the ranks waited in different collectives ({calls}): their calls "
+                     "do not pair up. Read each call site: every rank must call the same collectives in the same "
+                     "order", evidence, Failure.COLLECTIVE_MISMATCH)
 
 
 def named(ev: Evidence) -> Verdict | None:
@@ -331,6 +474,22 @@ def unmatched(ev: Evidence) -> Verdict | None:
                     + [f"rank {v.rank}: {v.error}" for v in others if v.error])
 
 
+def collective_in_lock(ev: Evidence) -> Verdict | None:
+    """Needs: tracebacks or stacks, and the user's source.  Concludes: when a rank's collective sits inside a
+    ``with ...lock...:`` block (a file lock around cache building, say), the rank holding the lock waits in the
+    collective for peers that wait for the lock: the rank that timed out in it (it held the lock) is named."""
+    locked = [v for v in ev.views if v.where and v.where.collective and ev.enclosing(v, LOCK_BLOCK)]
+    if not locked:
+        return None
+    waited = [v for v in locked if v.error and WAITING.search(v.error)] or locked
+    v = min(waited, key=lambda v: ev.first_times.get(v.rank, float("inf")))
+    line, block = ev.enclosing(v, LOCK_BLOCK)
+    return ev.blame(v.rank, Rule.COLLECTIVE_IN_LOCK, f"rank {v.rank} waited in {v.where.describe()} inside "
+                    f"`{block}` (line {line}): it held the lock while its peers, waiting for the lock, could not "
+                    "reach the collective; it timed out, and only then could the others go on", [
+                        f"rank {w.rank}: {w.error}" for w in ev.views if w.error], Failure.COLLECTIVE_TIMEOUT)
+
+
 def outside_collective(ev: Evidence) -> Verdict | None:
     """Needs: stack dumps (programs without events).  Concludes: when the run timed out, was interrupted or
     the first error is a wait, a rank whose stack is outside torch.distributed while others wait inside it
@@ -344,7 +503,7 @@ def outside_collective(ev: Evidence) -> Verdict | None:
         return None
     v = outside[0]
     return ev.blame(v.rank, Rule.LATE, f"rank {v.rank} was not in any collective while "
-                    f"{'rank ' + str(ev.first) if ev.first is not None else 'the others'} waited: "
+                    f"{'rank ' + str(ev.first) if ev.first is not None else 'the others'} waited: it was "
                     f"{_stack_line(v).split(': ', 1)[1]}", [f"rank {w.rank}: {w.error}" for w in inside if w.error]
                     + [_stack_line(v)])
 
@@ -390,15 +549,17 @@ def nobody_stands_out(ev: Evidence) -> Verdict:
 
 
 RULES: list[Callable[[Evidence], Verdict | None]] = [
-    passed, desync_rule, size_mismatch, exit_without_destroy, crashed, named, late, unmatched,
-    outside_collective, furthest_behind, unreachable, own_error, nobody_stands_out,
+    passed, desync_rule, size_mismatch, exit_without_destroy, ddp_segfault, crashed, wrong_world, named,
+    uneven_collectives, late, unmatched, different_collectives, collective_in_lock, outside_collective,
+    furthest_behind, unreachable,
+    own_error, nobody_stands_out,
 ]
 
 
 def find_culprit(views: list[RankView], status: str, stop_time: float | None = None,
-                 torchrun_log: str = "") -> Verdict:
+                 torchrun_log: str = "", sources: dict[str, str] | None = None) -> Verdict:
     """The verdict of the first rule in :data:`RULES` that concludes."""
-    ev = Evidence(views, status, stop_time, torchrun_log)
+    ev = Evidence(views, status, stop_time, torchrun_log, dict(sources or {}))
     return next(v for rule in RULES if (v := rule(ev)) is not None)
 
 
@@ -483,6 +644,92 @@ def _victim_reason(v: RankView, culprit: int | None) -> str:
 
 
 def _stack_line(v: RankView) -> str:
-    """The innermost Python frame of the main thread in a py-spy dump."""
-    lines = [ln.strip() for ln in v.stack.splitlines() if ln.startswith("    ") and "(" in ln]
-    return f"rank {v.rank} stack: {lines[0]}" if lines else f"rank {v.rank}: no stack"
+    """Where the stack dump shows the rank: the user's own line, and the innermost call it was in."""
+    w = stack_frames(v.stack) if v.stack else None
+    if w is None:
+        return f"rank {v.rank}: no stack"
+    inner = w.frames[-1]
+    if w.user is None or w.user == inner:
+        return f"rank {v.rank} stack: {inner.func} ({inner.where})"
+    return f"rank {v.rank} stack: {w.user.func} ({w.user.where}), in {inner.func} ({inner.file.rsplit('/', 1)[-1]}:{inner.line})"
+
+
+def _where_text(v: RankView) -> str | None:
+    """The culprit's position for the verdict: ``file:line in func``, with the source line when known."""
+    w = v.where
+    return str(w.user) if w and w.user else None
+
+
+def _fatal_where(v: RankView) -> Where | None:
+    """The Python stack faulthandler printed when the rank died of a signal (the current thread's)."""
+    lines = v.log.splitlines()
+    at = next((i for i, ln in enumerate(lines) if FATAL.match(ln)), None)
+    if at is None:
+        return None
+    frames = []
+    for ln in lines[at:]:
+        m = re.match(r'^\s*File "([^"]+)", line (\d+) in (\S+)', ln)
+        if m:
+            frames.append(Frame(m.group(1), int(m.group(2)), m.group(3)))
+        elif frames and not ln.strip():
+            break
+    return Where("faulthandler", frames[::-1]) if frames else None
+
+
+def _frames_ev(v: RankView, w: Where) -> list[str]:
+    return [f"rank {v.rank}: at {w.user}"] if w.user else []
+
+
+def _short(text: str, n: int = 160) -> str:
+    text = re.sub(r"\[[^\]\s]*\.(?:cc|cpp|h):\d+\]\s*|\[enforce fail at \S+\] ", "", text)
+    return text if len(text) <= n else text[:n - 1] + "…"
+
+
+def enclosing_block(source: str, line: int, header: re.Pattern) -> tuple[int, str] | None:
+    """The innermost block header matching ``header`` that encloses ``line`` (1-based) in ``source``, up to the
+    enclosing ``def``, as (its line, its text without the colon)."""
+    lines = source.splitlines()
+    if not 0 < line <= len(lines):
+        return None
+    indent = len(lines[line - 1]) - len(lines[line - 1].lstrip())
+    for i in range(line - 2, -1, -1):
+        text = lines[i]
+        ind = len(text) - len(text.lstrip())
+        if not text.strip() or text.lstrip().startswith("#") or ind >= indent:
+            continue
+        indent = ind
+        if header.match(text):
+            return i + 1, text.strip().rstrip(":")
+        if text.lstrip().startswith(("def ", "class ", "async def ")):
+            return None
+    return None
+
+
+def enclosing_rank_branch(source: str, line: int) -> tuple[int, str] | None:
+    """The ``if``/``elif`` on the rank enclosing ``line`` of ``source`` (1-based), as (its line, its text);
+    an ``else:`` whose ``if`` tests the rank gives ("else of ..." text)."""
+    lines = source.splitlines()
+    if not 0 < line <= len(lines):
+        return None
+    indent = len(lines[line - 1]) - len(lines[line - 1].lstrip())
+    for i in range(line - 2, -1, -1):
+        text = lines[i]
+        if not text.strip() or text.lstrip().startswith("#"):
+            continue
+        ind = len(text) - len(text.lstrip())
+        if ind >= indent:
+            continue
+        indent = ind
+        m = RANK_CONDITION.match(text)
+        if m:
+            return i + 1, text.strip().rstrip(":")
+        if text.strip() == "else:":
+            for j in range(i - 1, -1, -1):
+                t = lines[j]
+                if t.strip() and len(t) - len(t.lstrip()) == ind and not t.lstrip().startswith(("#", "elif", "else")):
+                    if t.lstrip().startswith("if") and RANK_CONDITION.match(t):
+                        return i + 1, f"else of `{t.strip().rstrip(':')}`"
+                    break
+        if text.lstrip().startswith(("def ", "class ", "async def ")):
+            return None
+    return None

@@ -409,7 +409,9 @@ _DIST_DEBUG = EnvVar(
     debug_only=True, debug_values=("DETAIL",),
     debug_why="DETAIL wraps every process group in a wrapper that checks each collective's shapes across "
               "ranks before running it, and turns on desync debug and flight-recorder dumps: much slower. "
-              "Fine while hunting a mismatch; turn it off afterwards.",
+              "Fine while hunting a mismatch; turn it off afterwards. With DDP on gloo, torch 2.13's "
+              "DistributedDataParallel constructor crashes under DETAIL (SIGSEGV on every rank, no Python error; "
+              "reproduced in the workbook): check collectives before DDP is built, or use INFO.",
     on_bad_value="PyTorch raises 'The value of TORCH_DISTRIBUTED_DEBUG must be OFF, INFO, or DETAIL.' "
                  "(torch/csrc/distributed/c10d/debug.cpp).")
 _CPP_LOG = EnvVar(

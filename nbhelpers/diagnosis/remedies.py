@@ -29,7 +29,9 @@ REMEDIES: dict[Failure | Rule, tuple[str, ...]] = {
         "on a few GB means stuck, not slow).",
         "Do not rely on NCCL_TIMEOUT (it does not exist) or signal.alarm; set init_process_group(timeout=...)."),
     Failure.COLLECTIVE_MISMATCH: (
-        "Run with TORCH_DISTRIBUTED_DEBUG=DETAIL to get the first mismatching collective and the ranks (notebook 03).",
+        "Run with TORCH_DISTRIBUTED_DEBUG=DETAIL to get the first mismatching collective and the ranks (notebook 03); "
+        "not with DDP on gloo, whose constructor crashes under DETAIL in torch 2.13: compare the ranks' tracebacks "
+        "instead (python -m nbhelpers run).",
         "Look for data-dependent control flow: a rank that skips a collective, variable-length tensors in "
         "all_gather, a collective inside `if rank == 0:` (notebooks 03, 04)."),
     Failure.NCCL_UNHANDLED_CUDA_ERROR: (
@@ -80,6 +82,37 @@ REMEDIES: dict[Failure | Rule, tuple[str, ...]] = {
         "Wait on async collectives (`work.wait()`) before the script ends.",
         "A longer timeout or a restart does not help: nothing hung, and the same run may pass next time."),
 
+    Failure.RANK_ERROR: (
+        "Read the culprit rank's traceback: its exception and the line of your code are the cause; the other ranks' "
+        "timeouts and lost connections are consequences. Fix that error (often data that only one rank's shard "
+        "holds) and the rest follows.",
+        "Make a rank that must give up tell the others first (all_reduce an error flag each step), so the job ends at "
+        "once with the real error instead of a timeout (notebook 03).",
+        "End every rank with dist.destroy_process_group() in a `finally:`, so an error exits cleanly."),
+    Failure.DDP_SEGFAULT: (
+        "Unset TORCH_DISTRIBUTED_DEBUG (or set it to INFO): with DETAIL, torch 2.13's DDP constructor crashes on "
+        "gloo. Use DETAIL only to check collectives called before DDP is built (notebook 02).",
+        "To find a collective mismatch inside DDP's training step, compare the ranks' tracebacks or stack dumps "
+        "(python -m nbhelpers run) instead."),
+    Rule.DDP_SEGFAULT: (
+        "Nothing in your script is wrong at that line: remove TORCH_DISTRIBUTED_DEBUG=DETAIL from the environment "
+        "(and from the script's os.environ) and run again.",),
+    Rule.WRONG_WORLD: (
+        "That rank's world size (or rank) is not the job's: take them from the environment torchrun sets "
+        "(init_process_group() with no world_size/rank, or int(os.environ['WORLD_SIZE'])), never from a config "
+        "file or saved state that may come from another job.",),
+    Rule.UNEVEN: (
+        "Give every rank the same number of batches: DistributedSampler (drop_last=True, or padding), or shards of "
+        "equal length; when the inputs are uneven on purpose, wrap the loop in DDP's `with model.join():` "
+        "(torch.distributed.algorithms.Join) so finished ranks shadow the collectives of the others.",),
+    Rule.DIFFERENT_COLLECTIVES: (
+        "Every rank must call the same collectives in the same order. Move the collective out of the rank-conditional "
+        "branch (call it on every rank, with src=0 for a broadcast), or make every branch call the same sequence.",
+        "TORCH_DISTRIBUTED_DEBUG=DETAIL reports the first mismatch at once for collectives called outside DDP "
+        "(notebook 03).",),
+    Rule.COLLECTIVE_IN_LOCK: (
+        "Never call a collective while holding a lock other ranks need: build the cache under the lock, release "
+        "it, then call the collective (or let one rank build it between two barriers, with no lock).",),
     Rule.LATE: (
         "Find out why that rank is late: its stack dump shows where it was. Data loading, a rank-0-only "
         "step (checkpointing, evaluation, logging) or an `if rank == ...` branch are the usual places. A longer "

@@ -29,9 +29,11 @@ from typing import Sequence
 import psutil
 
 from nbhelpers.diagnosis.api import Failure, Verdict
+from nbhelpers.diagnosis.categories import CATEGORIES, run_failure
 from nbhelpers.diagnosis.culprit import RankView, find_culprit
 from nbhelpers.diagnosis.redact import redact_text
 from nbhelpers.diagnosis.remedies import advice
+from nbhelpers.diagnosis.tracebacks import where_from
 from nbhelpers.errors import LaunchError
 from nbhelpers.runtime import procs
 from nbhelpers.runtime.events import parse_line
@@ -83,6 +85,25 @@ class LogTail:
     @property
     def text(self) -> str:
         return "\n".join(self.lines + ([self.partial.decode(errors="replace")] if self.partial else []))
+
+
+def read_sources(views: list[RankView], search: Sequence[str | os.PathLike] = ()) -> dict[str, str]:
+    """The user's source files that the ranks' tracebacks and stacks point at (path as written -> text), read
+    where they are, else by name from ``search`` folders (a run recorded elsewhere); 1 MB at most each."""
+    found: dict[str, str] = {}
+    for v in views:
+        frames = [f for w in (v.where, v.traceback) if w for f in w.frames if not f.library]
+        for f in frames:
+            if f.file in found:
+                continue
+            for cand in [Path(f.file), *(Path(d) / Path(f.file).name for d in search)]:
+                try:
+                    if cand.is_file() and cand.stat().st_size < 1 << 20:
+                        found[f.file] = cand.read_text(errors="replace")
+                        break
+                except OSError:
+                    continue
+    return found
 
 
 def read_run_dir(log_dir: str | os.PathLike) -> tuple[list[RankView], str]:
@@ -138,8 +159,11 @@ class RunResult:
 
     @property
     def failure(self) -> Failure | None:
-        """What went wrong, by the classifier's reading of the logs (None when it passed or nothing matched)."""
-        return self.findings[0].failure if self.findings and not self.ok else None
+        """What went wrong: the culprit rule's failure where it knows one, else the log classifier's reading
+        (None when the run passed or nothing matched)."""
+        if self.ok:
+            return None
+        return run_failure(self.verdict.failure, self.findings[0].failure if self.findings else None)
 
     @property
     def category(self) -> str | None:
@@ -189,6 +213,7 @@ class RunResult:
             rows.append({"rank": r, "pid": rec.get("pid"), "exit": rec.get("returncode"),
                          "signal": rec.get("signal") or rec.get("stop_signal"),
                          "last stage": f"{evs[-1]['stage']} ({evs[-1]['status']})" if evs else "-",
+                         "where": w.describe() if (w := where_from(self.logs.get(r, ""), self.stacks.get(r, ""))) else "",
                          "role": ("culprit: " + self.verdict.kind) if r == self.verdict.culprit
                          else self.verdict.victims.get(r, "ok" if rec.get("returncode") == 0 else "-")})
         return pd.DataFrame(rows).set_index("rank")
@@ -208,7 +233,8 @@ class RunResult:
                 "wall_s": round(self.wall_s, 3),
                 "first_failure_s": round(first - self.started, 3) if first else None,
                 "culprit_named_s": None if self.culprit_named_s is None else round(self.culprit_named_s, 3),
-                "category": self.category, "title": top.title if top else None, **self.verdict.to_dict(),
+                "category": self.category, "title": CATEGORIES[self.failure].title if self.failure else None,
+                **self.verdict.to_dict(),
                 "culprit_host": (self.records.get(self.culprit) or {}).get("host") if self.culprit is not None else None,
                 "first_error": self.first_error(), "remedies": self.remedies,
                 "evidence_lines": [str(e) for e in (top.evidence if top else [])],
@@ -232,7 +258,7 @@ class RunResult:
                 head += f" (torchrun's 'Root Cause' names rank {v.torchrun_blamed}: a victim.)"
         head += "</p>"
         if self.failure is not None:
-            head += (f"<p>Classified cause: <b>{html.escape(self.findings[0].title)}</b> "
+            head += (f"<p>Classified cause: <b>{html.escape(CATEGORIES[self.failure].title)}</b> "
                      f"(<code>{self.category}</code>).</p>")
         if self.remedies:
             head += "<p>What to do:</p><ol>" + "".join(f"<li>{html.escape(r)}</li>" for r in self.remedies) + "</ol>"
@@ -373,8 +399,10 @@ class Run:
         shims = [p for p in procs.alive(procs.snapshot(self.root)) if _is_shim(p)]
         return procs.stop_tree(self.root, first=[self.root, *shims], grace=self.grace)
 
-    def wait(self, live: bool | None = None) -> RunResult:
-        """Block until the world ends or the timeout strikes; a kernel interrupt stops every rank."""
+    def wait(self, live: bool | None = None, reraise: bool = True) -> RunResult:
+        """Block until the world ends or the timeout strikes; a kernel interrupt (or KeyboardInterrupt raised
+        by a SIGTERM handler) stops every rank, their stacks dumped first, and is re-raised unless
+        ``reraise=False``: then the result, status "interrupted", comes back with the verdict so far."""
         if self.proc is None:
             self.start()
         view = LiveView(self, live)
@@ -392,7 +420,9 @@ class Run:
             view.finish(self.result)
             print(f"Interrupted: every rank of {self.name} was stopped; the partial result is run.result "
                   f"and the logs are in {self.log_dir}", file=sys.stderr)
-            raise
+            if reraise:
+                raise
+            return self.result
         self.result = self._finish(cleanup)
         view.finish(self.result)
         return self.result
@@ -429,7 +459,8 @@ class Run:
             status = "ok"
         else:
             status = "failed"
-        verdict = find_culprit(self.views(records, stacks), status, self.stop_time, torchrun_log)
+        views = self.views(records, stacks)
+        verdict = find_culprit(views, status, self.stop_time, torchrun_log, read_sources(views))
         named_s = (self.early_verdict_s if self.early_verdict and self.early_verdict.culprit == verdict.culprit
                    else self.ended - self.started)
         return RunResult(self.name, status, self.nproc, self.ended - self.started, self.log_dir, self.command,
@@ -494,6 +525,7 @@ def run_one(module: str, args: Sequence[str], *, timeout: float, prefix: Sequenc
 
 
 def launch(target: str = "probe", args: Sequence[str] = (), *, nproc: int = 2, timeout: float = 120.0,
-           live: bool | None = None, **kw) -> RunResult:
-    """Start ``target`` on ``nproc`` ranks, show it live, return the result when it ends."""
-    return Run(target, args, nproc=nproc, timeout=timeout, **kw).wait(live=live)
+           live: bool | None = None, reraise: bool = True, **kw) -> RunResult:
+    """Start ``target`` on ``nproc`` ranks, show it live, return the result when it ends (see ``Run.wait``
+    for ``reraise``)."""
+    return Run(target, args, nproc=nproc, timeout=timeout, **kw).wait(live=live, reraise=reraise)

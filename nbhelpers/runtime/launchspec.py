@@ -29,11 +29,13 @@ def python_args(target: str, args: Sequence[str]) -> list[str]:
 
 def child_env(extra: dict | None = None, base: dict | None = None) -> dict:
     """The environment every process the workbook starts gets: ``base`` (default: this process's) with
-    ``extra`` on top, nbhelpers importable (PYTHONPATH), output unbuffered, one OpenMP thread unless set."""
+    ``extra`` on top, nbhelpers importable (PYTHONPATH), output unbuffered, Python's faulthandler on, one
+    OpenMP thread unless set."""
     env = dict(os.environ if base is None else base)
     env.update({k: str(v) for k, v in (extra or {}).items()})
     env.setdefault("OMP_NUM_THREADS", "1")
     env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("PYTHONFAULTHANDLER", "1")  # a rank killed by SIGSEGV/SIGABRT prints its Python stack
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")])))
     return env
 

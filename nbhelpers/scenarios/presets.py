@@ -166,7 +166,8 @@ def _build(nproc_per_node: int = 2) -> dict[str, Preset]:
                 Change("TORCH_DISTRIBUTED_DEBUG", "DETAIL", "Checks every collective's shapes across ranks before "
                                                             "running it: a mismatch raises an error naming both "
                                                             "shapes instead of a SIGABRT or a hang. Costs time: "
-                                                            "debugging only."),
+                                                            "debugging only. Not with DDP on gloo: torch 2.13's "
+                                                            "DDP constructor segfaults under DETAIL."),
                 Change("TORCH_NCCL_DESYNC_DEBUG", "1", "On a timeout the watchdog reports which rank fell behind "
                                                        "or ran a different collective."),
                 _DUMP, _TRACE, _FR,

@@ -9,10 +9,18 @@ verdict names the culprit rank and the classifier the category, with the evidenc
 """
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+import uuid
 from pathlib import Path
 from typing import Sequence
 
-from nbhelpers.runtime.launcher import RunResult, launch
+from nbhelpers.runtime.launcher import RunResult, launch, runs_dir
+from nbhelpers.runtime.launchspec import REPO_ROOT, child_env
+
+EXAMPLES = REPO_ROOT / "examples" / "faulty"
 
 
 def supervise(script: str, args: Sequence[str] = (), *, nproc: int = 2, timeout: float = 600.0,
@@ -24,6 +32,25 @@ def supervise(script: str, args: Sequence[str] = (), *, nproc: int = 2, timeout:
 
         raise WorkbookError(f"no such script: {script}", "give the path of a Python file, e.g. train.py")
     return launch(str(path), list(args), nproc=nproc, timeout=timeout, env=env, live=live, name=path.stem, **kw)
+
+
+def example(name: str, dest: str | os.PathLike | None = None) -> Path:
+    """A copy of one of the workbook's realistic faulty training scripts (``examples/faulty/<name>.py``, see its
+    FAULTS.md), ready to run: the folder is copied to ``dest`` (default: a new folder under the runs dir, so
+    its checkpoints never land in the checkpoint), and ``setup/<name>.sh`` is run there when it exists."""
+    if not (EXAMPLES / f"{name}.py").is_file():
+        from nbhelpers.errors import WorkbookError
+
+        known = ", ".join(sorted(p.stem for p in EXAMPLES.glob("train_*.py")))
+        raise WorkbookError(f"no example script {name!r}", f"pick one of: {known}")
+    dest = Path(dest) if dest else runs_dir() / f"examples-{uuid.uuid4().hex[:6]}"
+    if not (dest / f"{name}.py").exists():
+        shutil.copytree(EXAMPLES, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns("checkpoints", "__pycache__"))
+    setup = dest / "setup" / f"{name}.sh"
+    if setup.exists():
+        subprocess.run(["bash", str(setup)], check=True, cwd=dest, env=child_env({"PYTHON": sys.executable}),
+                       stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
+    return dest / f"{name}.py"
 
 
 def script_hints(script: str) -> list[str]:

@@ -1,0 +1,63 @@
+"""Verdicts on realistic training scripts with one fault each: expected vs found, and torchrun's Root Cause.
+
+Each script of examples/faulty (the development set) and tests/userscripts_heldout (written separately,
+measured, never tuned on) runs once through `python -m nbhelpers run --nproc 2 --json`, from a fresh
+copy of its folder.  Baseline: torchrun's own "Root Cause" rank, from the same run.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+TITLE = "Users' scripts: expected vs the verdict, and torchrun's Root Cause (same run)"
+REPO = Path(__file__).resolve().parent.parent
+SETS = {"dev": REPO / "examples" / "faulty", "held-out": REPO / "tests" / "userscripts_heldout"}
+
+
+def run(folder: Path, name: str) -> dict:
+    work = Path(tempfile.mkdtemp(prefix="nbh-bench-"))
+    shutil.copytree(folder, work, dirs_exist_ok=True, ignore=shutil.ignore_patterns("checkpoints", "__pycache__"))
+    setup = work / "setup" / f"{name}.sh"
+    if setup.exists():
+        subprocess.run(["bash", str(setup)], cwd=work, check=True, capture_output=True,
+                       env={"PATH": "/usr/bin:/bin", "PYTHON": sys.executable})
+    out = subprocess.run([sys.executable, "-m", "nbhelpers", "run", "--nproc", "2", "--timeout", "120", "--json",
+                          str(work / f"{name}.py")], capture_output=True, text=True, timeout=200, cwd=work)
+    shutil.rmtree(work, ignore_errors=True)
+    return json.loads(out.stdout)
+
+
+def right(want: dict, got: dict) -> bool:
+    cats = {want["category"], *want.get("also", [])}
+    return got["status"] == want["status"] and (got["category"] in cats or got["status"] == "ok" == want["status"]) \
+        and got["culprit_rank"] == want["culprit"]
+
+
+def rows(reps: int) -> list[dict]:
+    out = []
+    for label, folder in SETS.items():
+        expected = folder / "expected.json"
+        if not expected.exists():
+            continue
+        for name, want in json.loads(expected.read_text()).items():
+            if name.startswith("_"):
+                continue
+            print(f"  {label}: {name} ...", file=sys.stderr, flush=True)
+            got = run(folder, name)
+            out.append({"set": label, "script": name,
+                        "expected": f"{want['status']} / {want['category']} / {want['culprit']}",
+                        "verdict": f"{got['status']} / {got['category']} / {got['culprit_rank']} ({got['culprit_kind']})",
+                        "right": "yes" if right(want, got) else "NO",
+                        "torchrun Root Cause": got["torchrun_blamed"], "line": Path((got.get("culprit_where") or "").split(" in ")[0]).name,
+                        "s": round(got["wall_s"], 1)})
+    for label in SETS:
+        mine = [r for r in out if r["set"] == label]
+        if mine:
+            out.append({"set": label, "script": "TOTAL", "expected": "", "verdict": "",
+                        "right": f"{sum(r['right'] == 'yes' for r in mine)}/{len(mine)}", "torchrun Root Cause": "",
+                        "line": "", "s": round(sum(r["s"] for r in mine), 1)})
+    return out

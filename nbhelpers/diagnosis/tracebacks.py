@@ -1,0 +1,161 @@
+"""Where a rank was, from any script: its Python traceback or its py-spy stack, read as text.
+
+A user's training script emits no events.  What every rank leaves anyway is a traceback in its log
+when it raised, and a py-spy dump when the workbook stopped it.  From either this module takes:
+the exception (type and message), the innermost frame of the user's own code (file:line, function,
+the source line when the traceback shows it), and the collective the rank was in, named from
+torch's frames (``all_reduce``, ``broadcast``, ``barrier``, DDP's gradient all_reduce in backward,
+a store wait in ``init_process_group``).  Pure text in, dataclasses out.
+"""
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field
+
+__all__ = ["Frame", "Where", "last_traceback", "stack_frames", "user_frame", "collective_of", "where_from"]
+
+RANK_PREFIX = re.compile(r"^(?:\[(?:rank|default)?\d+\]:\s?)+")     # torchrun --tee / [rank1]: prefixes
+TB_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
+SPY_FRAME = re.compile(r"^\s{4}(\S.*?) \((.+?):(\d+)\)\s*$")
+SPY_THREAD = re.compile(r'^Thread (?:0x)?[0-9A-Fa-f]+ \((\w+)\): "([^"]+)"')
+EXC_LINE = re.compile(r"^((?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Timeout))(?::\s?(.*))?$")
+LIBRARY = re.compile(r"(site-packages|dist-packages)/|/lib/python3\.\d+/|^<frozen |^<string>|/nbhelpers/runtime/")
+THIRD_PARTY = {"torch", "numpy", "transformers", "accelerate", "lightning", "pytorch_lightning", "deepspeed", "tqdm",
+               "torchvision", "torchaudio", "datasets", "triton", "apex", "megatron", "fairscale", "timm", "hydra"}
+# torch.distributed's collectives and waits, by the name of their Python function
+COLLECTIVES = {"all_reduce", "broadcast", "barrier", "all_gather", "all_gather_into_tensor", "all_gather_object",
+               "reduce_scatter", "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "gather", "scatter",
+               "reduce", "send", "recv", "isend", "irecv", "monitored_barrier", "broadcast_object_list",
+               "gather_object", "scatter_object_list", "batch_isend_irecv", "init_process_group", "new_group",
+               "_store_based_barrier", "destroy_process_group", "wait"}
+
+
+@dataclass(frozen=True)
+class Frame:
+    file: str
+    line: int
+    func: str
+    code: str = ""
+
+    @property
+    def library(self) -> bool:
+        """Code the user did not write: torch, the standard library, installed packages, the workbook's shim."""
+        if LIBRARY.search(self.file):
+            return True
+        if self.file.startswith("/"):
+            return False
+        top = self.file.split("/", 1)[0].removesuffix(".py")
+        return "/" in self.file and (top in THIRD_PARTY or top in sys.stdlib_module_names) or \
+            "/" not in self.file and top in sys.stdlib_module_names
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}"
+
+    def __str__(self) -> str:
+        return f"{self.where} in {self.func}" + (f": {self.code}" if self.code else "")
+
+
+@dataclass
+class Where:
+    """One rank's position: from its traceback (``source="traceback"``) or a stack dump (``"stack"``)."""
+    source: str
+    frames: list[Frame] = field(default_factory=list)   # outermost first
+    exc_type: str | None = None
+    message: str = ""
+
+    @property
+    def user(self) -> Frame | None:
+        return user_frame(self.frames)
+
+    @property
+    def collective(self) -> str | None:
+        return collective_of(self.frames)
+
+    @property
+    def exception(self) -> str:
+        return f"{self.exc_type}: {self.message}".strip() if self.exc_type else ""
+
+    def describe(self) -> str:
+        """``all_reduce at train.py:45 in train`` / ``at loader.py:12 in read``: short (the file's name, not its
+        folder), for reasons; :attr:`user` has the full path."""
+        u = self.user
+        at = f"{u.file.rsplit('/', 1)[-1]}:{u.line} in {u.func}" if u else "(no frame of your code)"
+        return f"{self.collective} at {at}" if self.collective else f"at {at}"
+
+
+def _lines(text: str) -> list[str]:
+    return [RANK_PREFIX.sub("", ln.rstrip("\r")) for ln in text.splitlines()]
+
+
+def last_traceback(log: str) -> Where | None:
+    """The last Python traceback in a rank's log (prefixes such as ``[rank1]:`` stripped), or None."""
+    lines = _lines(log)
+    starts = [i for i, ln in enumerate(lines) if ln.startswith("Traceback (most recent call last):")]
+    if not starts:
+        return None
+    frames: list[Frame] = []
+    exc_type, message = None, ""
+    i = starts[-1] + 1
+    while i < len(lines):
+        m = TB_FRAME.match(lines[i])
+        if m:
+            code = lines[i + 1].strip() if i + 1 < len(lines) and not TB_FRAME.match(lines[i + 1]) else ""
+            code = "" if set(code) <= set("^~ ") else code
+            frames.append(Frame(m.group(1), int(m.group(2)), m.group(3), code))
+            i += 1
+            continue
+        e = EXC_LINE.match(lines[i].strip())
+        if e and frames and not lines[i].startswith(" "):
+            exc_type, message = e.group(1), (e.group(2) or "").strip()
+            break
+        i += 1
+    return Where("traceback", frames, exc_type, message) if frames else None
+
+
+def stack_frames(dump: str) -> Where | None:
+    """The main thread of a ``py-spy dump`` (innermost first there; outermost first here), or None when the
+    dump holds no stack (py-spy missing, or the process already gone)."""
+    frames: list[Frame] = []
+    in_main = False
+    for ln in dump.splitlines():
+        t = SPY_THREAD.match(ln)
+        if t:
+            if frames:
+                break
+            in_main = t.group(2) == "MainThread"
+            continue
+        m = SPY_FRAME.match(ln)
+        if m and in_main:
+            frames.append(Frame(m.group(2), int(m.group(3)), m.group(1).rsplit(".", 1)[-1]))
+    return Where("stack", frames[::-1]) if frames else None
+
+
+def user_frame(frames: list[Frame]) -> Frame | None:
+    """The innermost frame of the user's own code."""
+    return next((f for f in reversed(frames) if not f.library), None)
+
+
+def collective_of(frames: list[Frame]) -> str | None:
+    """The torch.distributed call a rank was in, named from its frames (innermost that tells)."""
+    for f in reversed(frames):
+        path = f.file.replace("\\", "/")
+        if "torch/distributed/" in path and f.func in COLLECTIVES and f.func != "wait":
+            return f.func.lstrip("_")
+        if "torch/nn/parallel/distributed" in path and f.func == "__init__":
+            return "DDP constructor (parameter broadcast)"
+        if "torch/nn/parallel/distributed" in path and f.func in ("forward", "_pre_forward"):
+            return "DDP forward (buffer broadcast)"
+        if "torch/autograd/" in path and f.func in ("backward", "_engine_run_backward"):
+            return "backward (DDP's gradient all_reduce)"
+        if "torch/distributed/" in path and f.func == "wait":
+            return "wait (an async collective)"
+    return None
+
+
+def where_from(log: str, stack: str = "") -> Where | None:
+    """Where a rank was when it ended: its stack dump when it was stopped (it shows where it waited),
+    else the traceback it raised."""
+    spy = stack_frames(stack) if stack else None
+    return spy if spy is not None and spy.frames else last_traceback(log)

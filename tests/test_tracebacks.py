@@ -1,0 +1,65 @@
+"""Where a rank was, read from the traceback and the py-spy dump that real runs of users' scripts left."""
+from pathlib import Path
+
+from nbhelpers.diagnosis.culprit import enclosing_rank_branch
+from nbhelpers.diagnosis.tracebacks import (
+    Frame,
+    last_traceback,
+    stack_frames,
+    where_from,
+)
+
+RUNS = Path(__file__).resolve().parent / "data" / "runs"
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "faulty"
+
+
+def log(run: str, rank: int) -> str:
+    return (RUNS / run / f"rank{rank}.log").read_text()
+
+
+def test_a_rank_prefixed_traceback_gives_exception_user_line_and_collective():
+    w = last_traceback(log("user-oom-allgather", 1))
+    assert w.exc_type == "RuntimeError" and "can't allocate memory" in w.message
+    assert w.user.file.endswith("train_eval_gather.py") and w.user.line == 71 and w.user.func == "evaluate"
+    assert w.user.code == "dist.all_gather(all_logits, logits)"
+    assert w.collective == "all_gather"
+
+
+def test_an_exception_of_the_users_own_has_no_collective():
+    w = last_traceback(log("user-valueerror", 1))
+    assert w.exc_type == "ValueError" and w.collective is None
+    assert w.user.file.endswith("train_label_check.py") and w.user.func == "collate"
+
+
+def test_ddps_gradient_all_reduce_and_a_store_wait_are_named():
+    assert last_traceback(log("user-uneven", 1)).collective == "backward (DDP's gradient all_reduce)"
+    assert last_traceback(log("user-wrong-world", 1)).collective == "init_process_group"
+
+
+def test_a_py_spy_dump_gives_the_main_threads_user_frame():
+    dump = (RUNS / "user-loader-hang" / "rank1.stack.txt").read_text()
+    w = stack_frames(dump)
+    assert w.source == "stack" and w.collective is None
+    assert w.user.file.endswith("train_sharded_files.py") and w.frames[-1].library
+    assert where_from(log("user-loader-hang", 1), dump).source == "stack"
+
+
+def test_py_spys_own_error_is_no_stack():
+    assert stack_frames("Error: Failed to find python interpreter\n0: No such file or directory (os error 2)\n") is None
+    assert last_traceback("no traceback here\n") is None
+
+
+def test_library_frames_are_told_from_the_users():
+    assert Frame("/venv/lib/python3.11/site-packages/torch/nn/modules/module.py", 1, "f").library
+    assert Frame("selectors.py", 415, "select").library and Frame("torch/utils/data/dataloader.py", 1, "f").library
+    assert not Frame("train.py", 3, "main").library and not Frame("/home/u/proj/train.py", 3, "main").library
+
+
+def test_the_rank_branch_around_a_line_is_found_in_real_source():
+    finetune = (EXAMPLES / "train_finetune.py").read_text()
+    line, cond = enclosing_rank_branch(finetune, 55)
+    assert cond == "if self.global_rank == 0" and line == 50
+    early = (EXAMPLES / "train_early_stop.py").read_text()
+    assert enclosing_rank_branch(early, 52)[1] == "if is_main_process()"
+    assert enclosing_rank_branch(early, 56)[1].startswith("else of `if is_main_process()")
+    assert enclosing_rank_branch(finetune, 60) is None  # _run_batch: no rank branch
