@@ -63,27 +63,55 @@ def cmd_run_all(args) -> int:
 
 
 def cmd_doctor(args) -> int:
-    from nbhelpers.diagnosis.classify import classify_file, classify_stream
+    from nbhelpers.diagnosis.classify import (
+        TAIL_BYTES,
+        classify,
+        classify_file,
+        second_opinion,
+    )
 
     for name in args.files:
         if name != "-":
             text_file(name, "log")
     status = 0
     for name in args.files:
-        findings = classify_stream(iter(lambda: sys.stdin.read(1 << 20), "")) if name == "-" else classify_file(name)
+        if name == "-":
+            text = sys.stdin.read()
+            findings, tail = classify(text), text[-TAIL_BYTES:]
+        else:
+            findings = classify_file(name)
+            with open(name, "rb") as fh:
+                fh.seek(max(0, os.path.getsize(name) - TAIL_BYTES))
+                tail = fh.read().decode(errors="replace")
+        second = None if findings else second_opinion(tail)
+        if second is not None and not second["error_lines"]:
+            second = None
         if args.json:
             if findings:
-                print("\n".join(json.dumps(f.to_dict()) for f in findings))
+                print("\n".join(json.dumps(f.to_dict()) for f in findings[:2]))
+            elif second:
+                print(json.dumps({"category": None, "second_opinion": second}))
             continue
         print(f"== {name}: " + ("no known failure found" if not findings else f"{len(findings)} finding(s)"))
-        for i, f in enumerate(findings, 1):
-            print(f"{i}. {f.category} ({f.title}), confidence {f.confidence:.2f}")
+        for i, f in enumerate(findings[:2], 1):
+            by = " (the learned model's reading: no rule matched)" if f.by == "model" else ""
+            print(f"{i}. {f.category} ({f.title}), confidence {f.confidence:.2f}{by}")
             if i == 1:
                 print(f"   {f.explanation}")
                 for e in f.evidence:
                     print(f"   > {e}")
                 for j, r in enumerate(f.remedies, 1):
                     print(f"   {j}) {r}")
+        if second:
+            print("   no rule matched and the model is not confident: "
+                  + ", ".join(f"{lab} {p:.2f}" for lab, p in second["top2"]))
+            print("   lines that look like the error:")
+            print("".join(f"   > {ln}\n" for ln in second["error_lines"][-6:]), end="")
+            if second["closest"]:
+                print("   closest known cases:")
+                print("".join(f"   - {c['label']} ({c['similarity']:.2f}): {c['source']}\n" for c in second["closest"]), end="")
+            print("   what to run next:")
+            print("".join(f"   - {n}\n" for n in second["next"]), end="")
         status = status or (1 if findings else 0)
     return status
 

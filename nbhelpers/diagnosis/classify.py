@@ -23,6 +23,7 @@ from nbhelpers.diagnosis.api import Failure
 from nbhelpers.diagnosis.categories import CATEGORIES, CONSEQUENCE
 
 CHUNK = 4 << 20
+TAIL_BYTES = 1 << 16
 MAX_EVIDENCE = 4
 NOISE = re.compile(r"FutureWarning|DeprecationWarning|UserWarning|is deprecated|will be removed in", re.I)
 
@@ -282,6 +283,7 @@ class Finding:
     confidence: float
     score: float
     evidence: list[Evidence] = field(default_factory=list)
+    by: str = "rules"       # "model": the learned second opinion (no rule fired)
 
     @property
     def failure(self) -> Failure:
@@ -304,7 +306,7 @@ class Finding:
         return self.category not in CONSEQUENCE
 
     def to_dict(self) -> dict:
-        return {"category": self.category, "title": self.title, "confidence": round(self.confidence, 2),
+        return {"category": self.category, "by": self.by, "title": self.title, "confidence": round(self.confidence, 2),
                 "score": round(self.score, 2), "explanation": self.explanation, "remedies": self.remedies,
                 "evidence": [{"line": e.line, "rank": e.rank, "host": e.host, "text": e.text} for e in self.evidence]}
 
@@ -337,6 +339,7 @@ class _State:
         self.seq_line: int | None = None
         self.waits: dict[tuple[str, str], int] = {}
         self.lines = 0
+        self.tail = b""        # the last bytes seen: what the model reads when no rule fires
 
     def add(self, rule: Rule, lineno: int, line: str) -> None:
         per = self.hits.setdefault(rule.category, {})
@@ -438,7 +441,37 @@ def classify_stream(source: Iterable[str | bytes]) -> list[Finding]:
     for chunk in _chunks(source):
         _scan(chunk, base, st)
         base = st.lines
-    return _findings(st)
+        st.tail = (st.tail + chunk)[-TAIL_BYTES:]
+    return _findings(st) or _second_opinion(st)
+
+
+def _second_opinion(st: _State) -> list[Finding]:
+    """No rule fired: the learned model's top label, when it is a failure and confident enough."""
+    from nbhelpers.diagnosis import model
+
+    text = st.tail.decode(errors="replace")
+    if not model.hard_errors(text):  # info and warning chatter is never a failure by itself
+        return []
+    label, p = model.predict(text, 1)[0]
+    if label == "healthy" or p < model.MIN_CONFIDENCE:
+        return []
+    lines = model.error_lines(text, MAX_EVIDENCE)
+    first = st.lines - text.count("\n")
+    numbered = {ln: i for i, ln in enumerate(text.splitlines(), first + 1)}
+    ev = [Evidence(next((n for t, n in numbered.items() if ln in t), st.lines), ln) for ln in lines]
+    return [Finding(label, p, 0.0, ev, by="model")]
+
+
+def second_opinion(text: str) -> dict:
+    """What to say when nothing is confident: the model's two likeliest labels with their probabilities, the
+    lines that look like the error, the closest known cases (id, source, label), and what to run next."""
+    from nbhelpers.diagnosis import model
+
+    return {"top2": model.predict(text, 2), "error_lines": model.error_lines(text), "closest": model.closest(text),
+            "next": ["python -m nbhelpers run --nproc N train.py: the culprit rank and line from a real run "
+                     "(notebook 06)", "the staged probe on the same nodes: which stage fails (notebook 01)",
+                     "TORCH_DISTRIBUTED_DEBUG=DETAIL for a collective mismatch (not with DDP on gloo)",
+                     "NCCL_DEBUG=INFO for NCCL errors (notebook 02)"]}
 
 
 def classify(text: str) -> list[Finding]:

@@ -1,0 +1,49 @@
+"""The classifier on the test split (real snippets from 2024 on, tuned on by nothing): per category, the rules
+alone vs the rules with the learned model behind them, and the time per snippet of each (same run)."""
+from __future__ import annotations
+
+import collections
+import json
+import time
+from pathlib import Path
+
+TITLE = "Classifier on the test split: rules alone vs rules + model (top-1 per category; time per snippet)"
+TEST = Path(__file__).resolve().parent.parent / "tests" / "data" / "corpus_test.jsonl"
+
+
+def rows(reps: int) -> list[dict]:
+    from nbhelpers.diagnosis.classify import classify
+    from nbhelpers.diagnosis.model import predict
+
+    data = [json.loads(x) for x in TEST.read_text().splitlines() if x.strip()]
+    predict("warm up: load or train the model once")
+    n, rules_ok, both_ok = collections.Counter(), collections.Counter(), collections.Counter()
+    t_rules = t_both = 0.0
+    for r in data:
+        t0 = time.perf_counter()
+        found = classify(r["log"])
+        t_both += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        from nbhelpers.diagnosis import classify as C
+        st_rules = C._findings(_scan_only(C, r["log"]))
+        t_rules += time.perf_counter() - t0
+        n[r["label"]] += 1
+        rules_ok[r["label"]] += (st_rules[0].category if st_rules else "healthy") == r["label"]
+        both_ok[r["label"]] += (found[0].category if found else "healthy") == r["label"]
+    out = [{"category": c, "snippets": n[c], "rules": f"{rules_ok[c]}/{n[c]}", "rules + model": f"{both_ok[c]}/{n[c]}"}
+           for c in sorted(n)]
+    fails = [c for c in n if c != "healthy"]
+    tot = sum(n[c] for c in fails)
+    out.append({"category": "ALL failures (top-1)", "snippets": tot,
+                "rules": f"{sum(rules_ok[c] for c in fails) / tot:.3f}",
+                "rules + model": f"{sum(both_ok[c] for c in fails) / tot:.3f}"})
+    out.append({"category": "ms per snippet", "snippets": len(data), "rules": f"{t_rules / len(data) * 1e3:.2f}",
+                "rules + model": f"{t_both / len(data) * 1e3:.2f}"})
+    return out
+
+
+def _scan_only(C, text: str):
+    st = C._State()
+    for chunk in C._chunks([text]):
+        C._scan(chunk, 0, st)
+    return st

@@ -1,0 +1,54 @@
+"""Build the classifier's corpus splits from the collected real snippets (kept with their sources).
+
+    python tests/data/build_corpus.py /path/to/collected/*.jsonl
+
+Inputs: JSON lines as collected from public threads (id, source, project, date, label, secondary, log, notes);
+the snippets already in tests/data (heldout, fresh) go to the training split, since the rules were tuned on them.
+Split by date: threads from 2024 on form the test split (wordings of torch 2.x-era releases nothing was tuned
+on), older ones the training split; both snippets of a thread always land on the same side.  The shared dev set
+is never copied in.  Writes nbhelpers/data/corpus/train.jsonl (the model learns from it at run time) and
+tests/data/corpus_test.jsonl (measured by tests/test_model.py and bench/bench_classify.py only).
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+FIELDS = ("id", "source", "project", "date", "label", "secondary", "log", "notes")
+CUTOFF = "2024"
+
+
+def rows(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def main(paths: list[str]) -> None:
+    dev = {r["id"] for r in rows(REPO.parent / "shared" / "corpus" / "real_failure_logs.dev.jsonl")} \
+        if (REPO.parent / "shared" / "corpus").exists() else set()
+    old = rows(HERE / "real_failure_logs.heldout.jsonl") + rows(HERE / "real_failure_logs.fresh.jsonl")
+    new = [r for p in paths for r in rows(Path(p))]
+    first_date: dict[str, str] = {}
+    for r in new:  # a thread's side is decided by its earliest snippet, so no thread is on both sides
+        d = r.get("date") or ""
+        first_date[r["id"]] = min(first_date.get(r["id"], d), d)
+    seen, train, test = set(), [], []
+    tuned = {r["id"] for r in old}
+    for r in old:
+        train.append({**{k: r.get(k) for k in FIELDS}, "project": r["id"].split("#")[0], "split_from": "tuned"})
+        seen.add((r["id"], r["log"]))
+    for r in new:
+        if r["id"] in dev or (r["id"], r["log"]) in seen or not r.get("log", "").strip():
+            continue
+        seen.add((r["id"], r["log"]))
+        (test if first_date[r["id"]] >= CUTOFF and r["id"] not in tuned else train).append({k: r.get(k) for k in FIELDS})
+    out = REPO / "nbhelpers" / "data" / "corpus" / "train.jsonl"
+    out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in train))
+    (HERE / "corpus_test.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in test))
+    print(f"train {len(train)} (of which {len(old)} tuned on), test {len(test)}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
