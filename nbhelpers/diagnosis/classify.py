@@ -434,15 +434,16 @@ def _chunks(source: Iterable[str | bytes]) -> Iterator[bytes]:
         yield rest if rest.endswith(b"\n") else rest + b"\n"
 
 
-def classify_stream(source: Iterable[str | bytes]) -> list[Finding]:
-    """Classify text arriving in pieces (str or UTF-8 bytes); memory stays bounded by the chunk size."""
+def classify_stream(source: Iterable[str | bytes], model: bool = True) -> list[Finding]:
+    """Classify text arriving in pieces (str or UTF-8 bytes); memory stays bounded by the chunk size.
+    With ``model``, the learned second opinion answers when no rule fires."""
     st = _State()
     base = 0
     for chunk in _chunks(source):
         _scan(chunk, base, st)
         base = st.lines
         st.tail = (st.tail + chunk)[-TAIL_BYTES:]
-    return _findings(st) or _second_opinion(st)
+    return _findings(st) or (_second_opinion(st) if model else [])
 
 
 def _second_opinion(st: _State) -> list[Finding]:
@@ -474,8 +475,8 @@ def second_opinion(text: str) -> dict:
                      "NCCL_DEBUG=INFO for NCCL errors (notebook 02)"]}
 
 
-def classify(text: str) -> list[Finding]:
-    return classify_stream([text])
+def classify(text: str, model: bool = True) -> list[Finding]:
+    return classify_stream([text], model)
 
 
 def classify_file(path: str | os.PathLike) -> list[Finding]:
@@ -483,15 +484,16 @@ def classify_file(path: str | os.PathLike) -> list[Finding]:
         return classify_stream(iter(lambda: fh.read(CHUNK), b""))
 
 
-def classify_logs(logs: dict[int, str], extra: str = "") -> list[Finding]:
-    """Classify per-rank logs together (each line tagged with its rank), plus e.g. torchrun's own log."""
+def classify_logs(logs: dict[int, str], extra: str = "", model: bool = False) -> list[Finding]:
+    """Classify per-rank logs together (each line tagged with its rank), plus e.g. torchrun's own log.  The rules
+    only, by default: a run the workbook watched has its culprit rules, which read more than the text."""
     buf = io.StringIO()
     for rank, text in logs.items():
         tag = f"[rank{rank}]"
         for line in text.splitlines():
             buf.write(line + "\n" if line.startswith(tag) else f"{tag}: {line}\n")
     buf.write(extra)
-    return classify(buf.getvalue())
+    return classify(buf.getvalue(), model)
 
 
 def _score(hits: dict[Rule, int]) -> float:

@@ -105,8 +105,45 @@ def execute(nb_path: Path, executed: Path, params: dict, tag: str = "") -> dict:
     return entry
 
 
-def run_all(out_root: Path | None = None, notebooks: list[Path] | None = None, parameters: dict | None = None) -> Path:
-    """Execute the notebooks headless; write executed copies, report.html and summary.json. Returns the folder."""
+def exclusive(nb_path: Path) -> bool:
+    """A notebook that measures bandwidth or time (metadata ``nbhelpers.exclusive``) runs with nothing beside it."""
+    try:
+        return bool(json.loads(nb_path.read_text()).get("metadata", {}).get("nbhelpers", {}).get("exclusive"))
+    except (OSError, ValueError):
+        return True
+
+
+def _execute_one(nb_path: Path, out: Path, params: dict, tag: str) -> dict:
+    print(f"{tag} running ...", file=sys.stderr, flush=True)
+    entry = execute(nb_path, out / nb_path.name, params, tag)
+    print(f"{tag} {entry['status']} in {entry['seconds']} s" + (f" ({entry['error'][:200]})" if entry["error"] else ""),
+          file=sys.stderr, flush=True)
+    return entry
+
+
+def execute_all(books: list[Path], out: Path, params: dict, parallel: int = 2) -> list[tuple[Path, dict]]:
+    """Execute every notebook, each in its own process and kernel: those that measure nothing ``parallel`` at a
+    time, then the exclusive ones (bandwidth, timings) one by one.  Entries come back in the given order."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    tags = {b: f"[{i}/{len(books)}] {b.stem}:" for i, b in enumerate(books, 1)}
+    side = [b for b in books if parallel > 1 and not exclusive(b)]
+    entries: dict[Path, dict] = {}
+    if side:
+        with ProcessPoolExecutor(parallel, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = {b: pool.submit(_execute_one, b, out, params, tags[b]) for b in side}
+            entries.update({b: f.result() for b, f in futures.items()})
+    for b in books:
+        if b not in entries:
+            entries[b] = _execute_one(b, out, params, tags[b])
+    return [(b, entries[b]) for b in books]
+
+
+def run_all(out_root: Path | None = None, notebooks: list[Path] | None = None, parameters: dict | None = None,
+            parallel: int = 2) -> Path:
+    """Execute the notebooks headless; write executed copies, report.html and summary.json. Returns the folder.
+    Notebooks that measure nothing run ``parallel`` at a time (see :func:`execute_all`)."""
     import nbformat
 
     from nbhelpers.runtime.devices import gpu_count
@@ -119,16 +156,14 @@ def run_all(out_root: Path | None = None, notebooks: list[Path] | None = None, p
     gpus = gpu_count()
     params = {**quick_parameters(gpus), **(parameters or {})}
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    t_start = time.time()
     out = Path(out_root or reports_dir()) / stamp
     out.mkdir(parents=True, exist_ok=True)
     print(f"run-all: {len(books)} notebook(s), {'%d GPU(s)' % gpus if gpus else 'CPU only (gloo)'}, "
           f"parameters {params}; report in {out}", file=sys.stderr, flush=True)
     entries, executed_nbs = [], []
-    for i, nb_path in enumerate(books, 1):
-        tag = f"[{i}/{len(books)}] {nb_path.stem}:"
-        print(f"{tag} running ...", file=sys.stderr, flush=True)
+    for i, (nb_path, entry) in enumerate(execute_all(books, out, params, parallel), 1):
         executed = out / nb_path.name
-        entry = execute(nb_path, executed, params, tag)
         if executed.exists():
             node = nbformat.read(executed, as_version=4)
         else:  # papermill could not even start (bad JSON, no kernel): report the source notebook
@@ -137,12 +172,11 @@ def run_all(out_root: Path | None = None, notebooks: list[Path] | None = None, p
         nbformat.write(node, executed)
         entries.append(entry)
         executed_nbs.append(node)
-        where = describe_failure(failure_of(node))
-        print(f"{tag} {entry['status']} in {entry['seconds']} s" + (f" ({where})" if entry["status"] != "ok" else ""),
-              file=sys.stderr, flush=True)
+        if entry["status"] != "ok":
+            print(f"[{i}/{len(books)}] {nb_path.stem}: {describe_failure(failure_of(node))}", file=sys.stderr, flush=True)
     summary = build_summary(entries, executed_nbs, started=stamp, gpus=gpus, parameters=params)
     write_report(out, summary, executed_nbs)
-    total = sum(e["seconds"] for e in entries)
+    total = time.time() - t_start
     print(f"run-all: {summary['verdict']} in {total:.0f} s; report: {out / 'report.html'}", file=sys.stderr, flush=True)
     return out
 

@@ -59,7 +59,7 @@ def outcome(status: str, expect: str | None) -> str:
 def run_payload(result, expect: str | None = None, label: str | None = None) -> dict:
     """A RunResult as the report keeps it: its ``to_dict()`` plus the expectation, evidence trimmed."""
     d = result.to_dict()
-    evidence = d.pop("evidence_lines")[:4] + d["evidence"][:4]
+    evidence = d["evidence"][:4] + d.pop("evidence_lines")[:4]
     return _jsonable({**d, "kind": "run", "label": label or result.name, "status": result.status,
                       "expect": expect, "outcome": outcome(result.status, expect), "evidence": evidence,
                       "remedy": d["remedies"][0] if d["remedies"] else ""})

@@ -237,7 +237,7 @@ class RunResult:
                 **self.verdict.to_dict(),
                 "culprit_host": (self.records.get(self.culprit) or {}).get("host") if self.culprit is not None else None,
                 "first_error": self.first_error(), "remedies": self.remedies,
-                "evidence_lines": [str(e) for e in (top.evidence if top else [])],
+                "evidence_lines": [str(e) for e in (top.evidence if top and top.failure == self.failure else [])],
                 "exit_codes": {str(r): rec.get("returncode") for r, rec in sorted(self.records.items())},
                 "log_dir": str(self.log_dir)}
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from nbhelpers.runtime.launcher import GLOO_SOURCE, RunResult, launch
-from nbhelpers.scenarios.api import Gallery
+from nbhelpers.scenarios.api import Gallery, run_side_by_side
 
 FAULTY = ("straggler", "skip", "shape", "rank0-only", "crash")
 
@@ -42,16 +42,21 @@ def guilty_rank(name: str, fault_rank: int = 1) -> int | None:
 _ABORT = re.compile(r"EnforceNotMet|terminate called|what\(\):|Received data size")
 
 
-def gallery(names=FAULTY, *, nproc: int = 3, fault_rank: int = 1, timeout: float = 3.0, **kw):
-    """One run per scenario: who raised first, whom torchrun blames, the culprit, and whether it is right."""
+def gallery(names=FAULTY, *, nproc: int = 3, fault_rank: int = 1, timeout: float = 3.0, parallel: int = 2, **kw):
+    """One run per scenario, ``parallel`` worlds at a time: who raised first, whom torchrun blames, the culprit,
+    and whether it is right."""
     import pandas as pd
 
-    rows, results = [], {}
-    for spec in names:
+    def job(spec: str):
         name, _, opt = spec.partition("+")
-        res = scenario(name, nproc=nproc, fault_rank=fault_rank, timeout=timeout, detail=opt == "detail",
-                       monitored=timeout if opt == "monitored" else 0.0, **kw)
-        results[spec] = res
+        return scenario(name, nproc=nproc, fault_rank=fault_rank, timeout=timeout, detail=opt == "detail",
+                        monitored=timeout if opt == "monitored" else 0.0, **kw)
+
+    kw.setdefault("live", False if parallel > 1 else None)
+    results = run_side_by_side({spec: (lambda spec=spec: job(spec)) for spec in names}, parallel)
+    rows = []
+    for spec, res in results.items():
+        name = spec.partition("+")[0]
         s = res.to_dict()
         want = guilty_rank(name, fault_rank)
         rows.append({"scenario": spec, "status": res.status, "failed after s": s["first_failure_s"],

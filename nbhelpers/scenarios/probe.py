@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from nbhelpers.runtime.launcher import RunResult, launch
-from nbhelpers.scenarios.api import Gallery
+from nbhelpers.scenarios.api import Gallery, run_side_by_side
 
 
 def probe_args(*, timeout: float = 30.0, size_mb: float = 16.0, fault: str | None = None, fault_rank: int = 1,
@@ -51,14 +51,16 @@ def scale_up(sizes=(1, 2, 4), **probe_kw):
 
 
 def fault_gallery(faults=("stall", "never-join", "exit", "wrong-port"), nproc: int = 2, fault_rank: int = 1,
-                  timeout: float = 5.0, size_mb: float = 4.0, **kw):
-    """Run the probe once per fault; one row each: who failed first, whom torchrun blames, the culprit."""
+                  timeout: float = 5.0, size_mb: float = 4.0, parallel: int = 2, **kw):
+    """Run the probe once per fault, ``parallel`` worlds at a time (their time is spent waiting on timeouts);
+    one row each: who failed first, whom torchrun blames, the culprit."""
     import pandas as pd
 
-    rows, results = [], {}
-    for fault in faults:
-        res = probe(nproc, timeout=timeout, size_mb=size_mb, fault=fault, fault_rank=fault_rank, **kw)
-        results[fault] = res
+    kw.setdefault("live", False if parallel > 1 else None)
+    results = run_side_by_side({f: (lambda f=f: probe(nproc, timeout=timeout, size_mb=size_mb, fault=f,
+                                                      fault_rank=fault_rank, **kw)) for f in faults}, parallel)
+    rows = []
+    for fault, res in results.items():
         s = res.to_dict()
         rows.append({"fault": fault, "status": res.status, "failed after s": s["first_failure_s"],
                      "culprit named after s": s["culprit_named_s"],
