@@ -7,6 +7,7 @@ copy of its folder.  Baseline: torchrun's own "Root Cause" rank, from the same r
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -24,7 +25,9 @@ def run(folder: Path, name: str) -> dict:
     setup = work / "setup" / f"{name}.sh"
     if setup.exists():
         subprocess.run(["bash", str(setup)], cwd=work, check=True, capture_output=True,
-                       env={"PATH": "/usr/bin:/bin", "PYTHON": sys.executable})
+                       env={**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent),
+                                                                    os.environ.get("PATH", "")]),
+                            "PYTHON": sys.executable})
     out = subprocess.run([sys.executable, "-m", "nbhelpers", "run", "--nproc", "2", "--timeout", "120", "--json",
                           str(work / f"{name}.py")], capture_output=True, text=True, timeout=200, cwd=work)
     shutil.rmtree(work, ignore_errors=True)
