@@ -685,9 +685,9 @@ def _short(text: str, n: int = 160) -> str:
     return text if len(text) <= n else text[:n - 1] + "…"
 
 
-def enclosing_block(source: str, line: int, header: re.Pattern) -> tuple[int, str] | None:
-    """The innermost block header matching ``header`` that encloses ``line`` (1-based) in ``source``, up to the
-    enclosing ``def``, as (its line, its text without the colon)."""
+def _enclosing(source: str, line: int, accept: Callable[[list[str], int], str | None]) -> tuple[int, str] | None:
+    """Walk the blocks that enclose ``line`` (1-based) of ``source``, innermost first, up to the enclosing
+    ``def``; the first header for which ``accept(lines, index)`` gives a text is returned as (its line, text)."""
     lines = source.splitlines()
     if not 0 < line <= len(lines):
         return None
@@ -698,38 +698,32 @@ def enclosing_block(source: str, line: int, header: re.Pattern) -> tuple[int, st
         if not text.strip() or text.lstrip().startswith("#") or ind >= indent:
             continue
         indent = ind
-        if header.match(text):
-            return i + 1, text.strip().rstrip(":")
+        found = accept(lines, i)
+        if found:
+            return i + 1, found
         if text.lstrip().startswith(("def ", "class ", "async def ")):
             return None
     return None
+
+
+def enclosing_block(source: str, line: int, header: re.Pattern) -> tuple[int, str] | None:
+    """The innermost block header matching ``header`` that encloses ``line``, as (its line, its text)."""
+    return _enclosing(source, line, lambda lines, i: lines[i].strip().rstrip(":") if header.match(lines[i]) else None)
 
 
 def enclosing_rank_branch(source: str, line: int) -> tuple[int, str] | None:
     """The ``if``/``elif`` on the rank enclosing ``line`` of ``source`` (1-based), as (its line, its text);
     an ``else:`` whose ``if`` tests the rank gives ("else of ..." text)."""
-    lines = source.splitlines()
-    if not 0 < line <= len(lines):
-        return None
-    indent = len(lines[line - 1]) - len(lines[line - 1].lstrip())
-    for i in range(line - 2, -1, -1):
-        text = lines[i]
-        if not text.strip() or text.lstrip().startswith("#"):
-            continue
-        ind = len(text) - len(text.lstrip())
-        if ind >= indent:
-            continue
-        indent = ind
-        m = RANK_CONDITION.match(text)
-        if m:
-            return i + 1, text.strip().rstrip(":")
-        if text.strip() == "else:":
-            for j in range(i - 1, -1, -1):
-                t = lines[j]
-                if t.strip() and len(t) - len(t.lstrip()) == ind and not t.lstrip().startswith(("#", "elif", "else")):
-                    if t.lstrip().startswith("if") and RANK_CONDITION.match(t):
-                        return i + 1, f"else of `{t.strip().rstrip(':')}`"
-                    break
-        if text.lstrip().startswith(("def ", "class ", "async def ")):
+    def accept(lines: list[str], i: int) -> str | None:
+        if RANK_CONDITION.match(lines[i]):
+            return lines[i].strip().rstrip(":")
+        if lines[i].strip() != "else:":
             return None
-    return None
+        ind = len(lines[i]) - len(lines[i].lstrip())
+        for t in reversed(lines[:i]):  # the if this else belongs to: the nearest line back at its indentation
+            if t.strip() and len(t) - len(t.lstrip()) == ind and not t.lstrip().startswith(("#", "elif", "else")):
+                return f"else of `{t.strip().rstrip(':')}`" if t.lstrip().startswith("if") and RANK_CONDITION.match(t) \
+                    else None
+        return None
+
+    return _enclosing(source, line, accept)
