@@ -145,3 +145,28 @@ def test_an_abort_on_a_size_mismatch_names_no_rank(runs_dir):
     assert res.culprit is None and res.verdict.kind == "mismatch", res.verdict
     assert "TORCH_DISTRIBUTED_DEBUG=DETAIL" in res.verdict.reason and res.verdict.evidence
     assert res.category == "collective_mismatch"
+
+
+def test_a_picked_port_taken_before_launch_is_picked_again(monkeypatch, tmp_path):
+    """Two worlds started side by side: the free port one picked can be bound by the other before its
+    torchrun starts; a port the launcher picked itself is picked again, a port the user gave is refused."""
+    import socket
+
+    from nbhelpers.errors import PortInUseError
+    from nbhelpers.runtime import launcher
+
+    squatter = socket.socket()
+    squatter.bind(("127.0.0.1", 0))
+    squatter.listen()
+    taken = squatter.getsockname()[1]
+    picks = iter([taken, taken])
+    real = launcher.free_port
+    monkeypatch.setattr(launcher, "free_port", lambda host: next(picks, None) or real(host))
+    run = launcher.Run("probe", nproc=1, log_dir=tmp_path / "a")
+    monkeypatch.setattr(launcher.subprocess, "Popen", lambda *a, **k: (_ for _ in ()).throw(OSError("not started")))
+    with pytest.raises(launcher.LaunchError):
+        run.start()
+    assert run.port not in (taken, None)
+    with pytest.raises(PortInUseError):
+        launcher.Run("probe", nproc=1, port=taken, log_dir=tmp_path / "b").start()
+    squatter.close()

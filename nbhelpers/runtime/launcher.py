@@ -34,7 +34,7 @@ from nbhelpers.diagnosis.culprit import RankView, find_culprit
 from nbhelpers.diagnosis.redact import redact_text
 from nbhelpers.diagnosis.remedies import advice
 from nbhelpers.diagnosis.tracebacks import where_from
-from nbhelpers.errors import LaunchError
+from nbhelpers.errors import LaunchError, PortInUseError
 from nbhelpers.runtime import procs
 from nbhelpers.runtime.events import parse_line
 from nbhelpers.runtime.launchspec import REPO_ROOT, LaunchSpec, child_env
@@ -328,10 +328,18 @@ class Run:
         return ((self.ended or time.time()) - self.started) if self.started else 0.0
 
     def start(self) -> "Run":
-        if self.port is None:
-            self.port = free_port(self.host)
-        if self.rdzv_endpoint is None:  # a store this Run hosts on this machine: check its port first
-            check_port(self.port, self.host)
+        picked = self.port is None
+        for attempt in range(5):
+            if picked:  # a free port can be taken before torchrun binds it (another world's ranks, say): pick again
+                self.port = free_port(self.host)
+            if self.rdzv_endpoint is not None:  # the store lives elsewhere
+                break
+            try:  # a store this Run hosts on this machine: check its port first
+                check_port(self.port, self.host)
+                break
+            except PortInUseError:
+                if not picked or attempt == 4:
+                    raise
         self.log_dir.mkdir(parents=True, exist_ok=True)
         env = child_env({**self.env, "NBH_RUN_DIR": str(self.log_dir)})  # NBH_RUN_DIR: procs.find_runs() finds strays
         (self.log_dir / "command.txt").write_text(redact_text(shlex.join(self.command), env) + "\n")
