@@ -1,0 +1,92 @@
+"""Record the evidence that tests/test_culprit.py feeds to each culprit rule, from real runs.
+
+    .venv/bin/python tests/data/runs/record.py [NAME ...]
+
+Each run below is started for real through the workbook's launcher (torchrun, gloo, 2 or 3 ranks on
+this CPU); what its ranks left (rank logs with their events, exit records, stack dumps, torchrun's
+log) is copied into tests/data/runs/<NAME>/ with a ``run.json`` saying how it was made and what the
+verdict was then.  Nothing here is typed by hand: rerun it to refresh the fixtures.
+"""
+from __future__ import annotations
+
+import json
+import platform
+import re
+import shutil
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[2]))
+
+from nbhelpers.runtime.launcher import launch  # noqa: E402
+
+
+def probe(fault, **kw):
+    from nbhelpers.scenarios.probe import probe as run_probe
+
+    return lambda: run_probe(2, timeout=3.0, size_mb=2.0, fault=fault, live=False, **kw)
+
+
+def user(script, *args):
+    """A realistic training script of examples/faulty (see its FAULTS.md), supervised as a user would."""
+    from nbhelpers.scenarios.supervise import example, supervise
+
+    return lambda: supervise(str(example(script, TMP / script)), list(args), nproc=2, timeout=120, live=False)
+
+
+def desync(name, nproc):
+    from nbhelpers.scenarios.desync import scenario
+
+    return lambda: scenario(name, nproc=nproc, timeout=3.0, live=False)
+
+
+RUNS = {
+    "healthy": (probe(None), "the staged probe on 2 ranks, no fault"),
+    "stall": (probe("stall", stall=20.0), "probe: rank 1 sleeps 20 s before the large all_reduce (pg timeout 3 s)"),
+    "never-join": (probe("never-join", stall=20.0), "probe: rank 1 never calls init_process_group"),
+    "exit": (probe("exit"), "probe: rank 1 exits (code 3) before the large all_reduce"),
+    "wrong-port": (probe("wrong-port"), "probe: rank 1 connects to a closed port"),
+    "mismatch": (probe("mismatch"), "probe: rank 1 sends a tensor of another size (no DETAIL): gloo aborts"),
+    "desync-skip-3": (desync("skip", 3), "3 ranks: rank 1 skips one all_reduce"),
+    "desync-shape-2": (desync("shape", 2), "2 ranks: rank 1 all_reduces a tensor of another shape"),
+    "exit-abort": (lambda: launch("exit_abort", nproc=2, timeout=60, live=False),
+                   "rank 0 ends with an undrained async all_reduce and no destroy_process_group"),
+    "rank0-collective": (lambda: __import__("nbhelpers.scenarios.ckptrace", fromlist=["x"]).rank0_collective(
+        timeout=3.0, live=False), "rank 0 calls broadcast inside `if rank == 0:`; rank 1 goes on to all_reduce"),
+    "user-valueerror": (user("train_label_check"), "collate raises ValueError on a label only rank 1's shard has"),
+    "user-oom-allgather": (user("train_eval_gather"), "rank 1 runs out of memory inside dist.all_gather"),
+    "user-uneven": (user("train_manual_shard"), "hand sharding gives rank 1 one batch more per epoch, no join()"),
+    "user-wrong-world": (user("train_resume_state"), "rank 1 passes world_size=3 from a stale state file"),
+    "user-bcast-rank0": (user("train_finetune"), "dist.broadcast inside `if self.global_rank == 0:`"),
+    "user-order-swapped": (user("train_early_stop"), "broadcast/all_reduce order differs in an is_main_process() branch"),
+    "user-detail-segfault": (user("train_debug_detail"), "TORCH_DISTRIBUTED_DEBUG=DETAIL with DDP on gloo"),
+    "user-loader-hang": (user("train_sharded_files"), "rank 1's DataLoader worker waits for a shard never written"),
+    "user-sigkill": (user("train_cached_features"), "rank 1 SIGKILLed mid-epoch by a memory guard"),
+    "user-flock-barrier": (user("train_token_cache"), "dist.barrier() inside an fcntl file lock"),
+}
+TMP = Path(__import__("tempfile").mkdtemp(prefix="nbh-record-"))
+
+
+def record(name: str) -> None:
+    make, what = RUNS[name]
+    res = make()
+    out = HERE / name
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir()
+    for f in res.log_dir.iterdir():
+        if f.name.startswith("rank") or f.name == "torchrun.log":
+            shutil.copy(f, out / f.name)
+    (out / "run.json").write_text(json.dumps({
+        "what": what, "status": res.status, "recorded_verdict": res.verdict.to_dict(), "category": res.category,
+        "torch": __import__("torch").__version__, "python": platform.python_version(), "machine": platform.machine(),
+    }, indent=1) + "\n")
+    if name.startswith("user-"):  # the scripts' paths as the tests find them (they read examples/faulty)
+        for f in out.iterdir():
+            f.write_text(re.sub(re.escape(str(TMP)) + r"/train_\w+", "examples/faulty", f.read_text(errors="replace")))
+    print(f"{name}: {res.status}, culprit {res.culprit} ({res.verdict.kind}), category {res.category}")
+
+
+if __name__ == "__main__":
+    for n in sys.argv[1:] or RUNS:
+        record(n)
