@@ -24,8 +24,7 @@ def rows(reps: int) -> list[dict]:
         found = classify(r["log"])
         t_both += time.perf_counter() - t0
         t0 = time.perf_counter()
-        from nbhelpers.diagnosis import classify as C
-        st_rules = C._findings(_scan_only(C, r["log"]))
+        st_rules = classify(r["log"], model=False)
         t_rules += time.perf_counter() - t0
         n[r["label"]] += 1
         rules_ok[r["label"]] += (st_rules[0].category if st_rules else "healthy") == r["label"]
@@ -41,9 +40,3 @@ def rows(reps: int) -> list[dict]:
                 "rules + model": f"{t_both / len(data) * 1e3:.2f}"})
     return out
 
-
-def _scan_only(C, text: str):
-    st = C._State()
-    for chunk in C._chunks([text]):
-        C._scan(chunk, 0, st)
-    return st

@@ -7,7 +7,6 @@ copy of its folder.  Baseline: torchrun's own "Root Cause" rank, from the same r
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -20,16 +19,12 @@ SETS = {"dev": REPO / "examples" / "faulty", "held-out": REPO / "tests" / "users
 
 
 def run(folder: Path, name: str) -> dict:
+    from nbhelpers.scenarios.supervise import example
+
     work = Path(tempfile.mkdtemp(prefix="nbh-bench-"))
-    shutil.copytree(folder, work, dirs_exist_ok=True, ignore=shutil.ignore_patterns("checkpoints", "__pycache__"))
-    setup = work / "setup" / f"{name}.sh"
-    if setup.exists():
-        subprocess.run(["bash", str(setup)], cwd=work, check=True, capture_output=True,
-                       env={**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent),
-                                                                    os.environ.get("PATH", "")]),
-                            "PYTHON": sys.executable})
+    script = example(name, work, folder)
     out = subprocess.run([sys.executable, "-m", "nbhelpers", "run", "--nproc", "2", "--timeout", "120", "--json",
-                          str(work / f"{name}.py")], capture_output=True, text=True, timeout=200, cwd=work)
+                          str(script)], capture_output=True, text=True, timeout=200, cwd=work)
     shutil.rmtree(work, ignore_errors=True)
     return json.loads(out.stdout)
 

@@ -34,21 +34,24 @@ def supervise(script: str, args: Sequence[str] = (), *, nproc: int = 2, timeout:
     return launch(str(path), list(args), nproc=nproc, timeout=timeout, env=env, live=live, name=path.stem, **kw)
 
 
-def example(name: str, dest: str | os.PathLike | None = None) -> Path:
-    """A copy of one of the workbook's realistic faulty training scripts (``examples/faulty/<name>.py``, see its
-    FAULTS.md), ready to run: the folder is copied to ``dest`` (default: a new folder under the runs dir, so
-    its checkpoints never land in the checkpoint), and ``setup/<name>.sh`` is run there when it exists."""
-    if not (EXAMPLES / f"{name}.py").is_file():
+def example(name: str, dest: str | os.PathLike | None = None, folder: str | os.PathLike = EXAMPLES) -> Path:
+    """A copy of one of the realistic faulty training scripts (``examples/faulty/<name>.py`` by default, see its
+    FAULTS.md), ready to run: ``folder`` is copied to ``dest`` (default: a new folder under the runs dir, so its
+    checkpoints never land in the checkout), and ``setup/<name>.sh`` is run there when it exists, with this
+    Python first on PATH."""
+    folder = Path(folder)
+    if not (folder / f"{name}.py").is_file():
         from nbhelpers.errors import WorkbookError
 
-        known = ", ".join(sorted(p.stem for p in EXAMPLES.glob("train_*.py")))
+        known = ", ".join(sorted(p.stem for p in folder.glob("*.py")))
         raise WorkbookError(f"no example script {name!r}", f"pick one of: {known}")
     dest = Path(dest) if dest else runs_dir() / f"examples-{uuid.uuid4().hex[:6]}"
     if not (dest / f"{name}.py").exists():
-        shutil.copytree(EXAMPLES, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns("checkpoints", "__pycache__"))
+        shutil.copytree(folder, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns("checkpoints", "__pycache__"))
     setup = dest / "setup" / f"{name}.sh"
     if setup.exists():
-        subprocess.run(["bash", str(setup)], check=True, cwd=dest, env=child_env({"PYTHON": sys.executable}),
+        path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+        subprocess.run(["bash", str(setup)], check=True, cwd=dest, env=child_env({"PYTHON": sys.executable, "PATH": path}),
                        stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
     return dest / f"{name}.py"
 
