@@ -165,6 +165,38 @@ def test_a_real_port_in_use_message_is_port_in_use():
     assert any(str(port) in e.text for e in found[0].evidence)
 
 
+# Printed by rank 0 of notebook 01's stalled-rank probe in CI (2026-11-23): the stalled peer was stopped while
+# rank 0's data sat unread in its socket, so rank 0 read a reset, not its own 3 s recv timeout.
+GLOO_RESET = ("[rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error "
+              "[127.0.0.1]:50608: Connection reset by peer. This is typically caused by a remote worker hanging or bugs "
+              "in the application. Check the logs of the remote worker before reporting an error. GLHF! \U0001f3d6\ufe0f\n")
+
+
+def test_a_peer_that_went_away_is_a_killed_rank_whether_closed_or_reset(tmp_path):
+    assert C.classify(GLOO_RESET)[0].category == "worker_killed"
+    # the other wording, from real processes: rank 1 is SIGKILLed while rank 0 waits in an all_reduce
+    script = tmp_path / "peer.py"
+    script.write_text("import os, sys, time, torch, torch.distributed as dist\n"
+                      "rank, port = int(sys.argv[1]), sys.argv[2]\n"
+                      "dist.init_process_group('gloo', init_method=f'tcp://127.0.0.1:{port}', rank=rank, world_size=2)\n"
+                      "dist.barrier()\n"
+                      "if rank == 1:\n    time.sleep(0.5)\n    os.kill(os.getpid(), 9)\n"
+                      "dist.all_reduce(torch.ones(1 << 16))\n")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    peer = subprocess.Popen([sys.executable, str(script), "1", str(port)], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        res = subprocess.run([sys.executable, str(script), "0", str(port)], capture_output=True, text=True, timeout=120)
+    finally:
+        peer.kill()
+        peer.wait()
+    assert res.returncode != 0
+    found = C.classify(res.stderr)
+    assert found and found[0].category == "worker_killed", res.stderr[-800:]
+
+
 def test_every_rule_names_a_known_category_and_a_lowercase_needle():
     assert all(r.category in CATEGORIES and r.needle == r.needle.lower() for r in C.RULES)
     verdict_only = {"rank_error", "ddp_segfault"}  # named by the culprit rules from tracebacks, not by log lines

@@ -223,6 +223,8 @@ RULES: list[Rule] = [
     R("worker_killed", "is killed by signal: killed", weight=7),
     R("worker_killed", "remote worker crashing", weight=3),
     R("worker_killed", "connection closed by peer", r"gloo|pair\.cc", 2.5),
+    # gloo's "Read error [addr]:port: Connection reset by peer": the peer process went away (it died or was killed)
+    R("worker_killed", "connection reset by peer", r"gloo|pair\.cc", 2.5),
     R("worker_killed", "exitcode", r"exitcode\s*:?\s*(?!-?0\b|-15\b|1\b)-?\d+", 1.5),  # not 0, 1 or SIGTERM (-15)
     # a rank that aborted while Python shut down (no destroy_process_group): found by real runs, not in the corpus
     R("exit_without_destroy", "terminate called without an active exception", weight=4),

@@ -21,11 +21,11 @@ __all__ = ["predict", "closest", "error_lines", "hard_errors", "MIN_CONFIDENCE",
 
 TRAIN = Path(__file__).resolve().parent.parent / "data" / "corpus" / "train.jsonl"
 MIN_CONFIDENCE = 0.5
-FIT = "char_wb 3-5, 60k features, sublinear tf; logistic regression C=20, balanced"  # part of the cache key
+FIT = "char_wb 3-5, 60k features, sublinear tf; logistic regression C=20, balanced; no traceback headers"  # part of the cache key
 ERRORISH = re.compile(r"error|fail|timed? ?out|timeout|exception|abort|refused|unable|cannot|can't|invalid|denied|"
                       r"killed|signal|exit ?code|exitcode|segmentation|bus error|out of memory|traceback|what\(\)|"
                       r"no such|not found|mismatch|unhandled|warn", re.I)
-NOISE = re.compile(r"^\s*(File \"|\^+\s*$|~+\s*$|frame #\d+|at \S+\.(?:cc|cpp|py):\d+)")
+NOISE = re.compile(r"^\s*(Traceback \(most recent call last\)|File \"|\^+\s*$|~+\s*$|frame #\d+|at \S+\.(?:cc|cpp|py):\d+)")
 PREFIX = re.compile(r"^(?:\[(?:rank|default)?\d+\]:?\s*)+|^\S+:\d+:\d+ \[\d+\] |^[IWE]\d{4} [\d:.]+ \d+ \S+\] ")
 
 
