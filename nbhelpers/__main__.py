@@ -2,7 +2,7 @@
 
     python -m nbhelpers run-all [NOTEBOOK ...]           # execute the notebooks; reports/<UTC>/report.html
     python -m nbhelpers doctor LOG [LOG ...] [--json]    # classify pasted/saved log text ('-' = stdin)
-    python -m nbhelpers run --nproc 2 [--timeout S] [--json] script.py [args ...]
+    python -m nbhelpers run --nproc 2 [--timeout S] [--hang-after S] [--stop-on-hang] [--json] script.py [args ...]
 """
 from __future__ import annotations
 
@@ -52,6 +52,16 @@ def positive(kind):
             raise argparse.ArgumentTypeError(f"must be above 0, not {text}")
         return value
     return parse
+
+
+def nonnegative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, not {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {text}")
+    return value
 
 
 def cmd_run_all(args) -> int:
@@ -133,7 +143,8 @@ def cmd_run(args) -> int:
     previous = signal.signal(signal.SIGTERM, on_term)
     try:
         res = supervise(args.script, args.args, nproc=args.nproc, timeout=args.timeout,
-                        live=False if args.json else None, reraise=False)
+                        live=False if args.json else None, reraise=False,
+                        hang_after=None if args.hang_after == 0 else args.hang_after, stop_on_hang=args.stop_on_hang)
     finally:
         signal.signal(signal.SIGTERM, previous)
     print(json.dumps(verdict_dict(res, args.script)) if args.json else verdict_text(res, args.script), flush=True)
@@ -154,6 +165,11 @@ def main(argv=None) -> int:
     rn = sub.add_parser("run", help="run your script on N ranks under the workbook's launcher and diagnose it")
     rn.add_argument("--nproc", type=positive(int), default=2, help="ranks on this machine")
     rn.add_argument("--timeout", type=positive(float), default=600.0, help="whole-run timeout, seconds")
+    rn.add_argument("--hang-after", type=nonnegative, default=2.0, metavar="S",
+                    help="name the culprit once a rank has waited S seconds in a collective while another is "
+                         "elsewhere (read from py-spy stacks every 0.5 s; 0 turns it off; default 2)")
+    rn.add_argument("--stop-on-hang", action="store_true", help="stop the job once a hang is named (default: "
+                    "report it and let the process-group timeout end the job)")
     rn.add_argument("--json", action="store_true", help="print one JSON object")
     rn.add_argument("script")
     rn.add_argument("args", nargs=argparse.REMAINDER)

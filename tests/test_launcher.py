@@ -130,10 +130,18 @@ def test_ranks_do_not_outlive_their_kernel(runs_dir, how):
 
 
 def test_the_culprit_is_named_before_torchrun_finishes_tearing_down(runs_dir):
-    res = probe(2, timeout=5, size_mb=1, fault="stall", stall=60, live=False)
-    assert res.culprit == 1
+    res = probe(2, timeout=5, size_mb=1, fault="stall", stall=60, live=False, hang_after=None)
+    assert res.culprit == 1 and res.hang is None
     first_failure = res.to_dict()["first_failure_s"]
     assert first_failure <= res.culprit_named_s < res.wall_s
+
+
+def test_the_hang_watch_names_the_culprit_before_any_rank_fails(runs_dir):
+    # rank 1 stalls before the large all_reduce; rank 0 waits in it until its 8 s timeout
+    res = probe(2, timeout=8, size_mb=1, fault="stall", stall=60, live=False)
+    assert res.culprit == 1 and res.hang and res.hang["culprit"] == 1, res.hang
+    assert res.hang["waiting"]["0"].startswith("all_reduce at probe.py:"), res.hang
+    assert res.culprit_named_s < res.to_dict()["first_failure_s"] < res.wall_s
 
 
 def test_an_abort_on_a_size_mismatch_names_no_rank(runs_dir):

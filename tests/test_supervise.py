@@ -37,6 +37,7 @@ def test_healthy_script_is_ok(tmp_path, runs_dir):
     v = run_cli(tmp_path, runs_dir, "healthy")
     assert v["status"] == "ok" and v["category"] is None and v["culprit_rank"] is None, v
     assert v["hints"] == []  # it destroys its group
+    assert v["hang"] is None, v  # the stack sampling saw no hang in a healthy run
 
 
 def test_a_rank_stuck_outside_the_collective_is_the_culprit(tmp_path, runs_dir):

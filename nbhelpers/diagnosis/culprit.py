@@ -16,6 +16,7 @@ from functools import cached_property
 from typing import Callable
 
 from nbhelpers.diagnosis.api import Failure, Rule, Verdict
+from nbhelpers.diagnosis.hang import rank_ranges
 from nbhelpers.diagnosis.tracebacks import Frame, Where, stack_frames, where_from
 
 __all__ = ["RankView", "Evidence", "RULES", "find_culprit", "named_ranks", "store_key_ranks", "torchrun_root_cause",
@@ -71,7 +72,10 @@ class RankView:
         """Whether the stack dump shows this rank inside torch.distributed (None: no dump)."""
         if not self.stack.strip() or "Thread" not in self.stack:
             return None
-        return "torch/distributed/" in self.stack or "distributed_c10d" in self.stack
+        if "torch/distributed/" in self.stack or "distributed_c10d" in self.stack:
+            return True
+        main = stack_frames(self.stack)  # DDP's gradient all_reduce waits under backward(), outside torch/distributed
+        return main is not None and main.collective is not None
 
     @property
     def first_fail_time(self) -> float | None:
@@ -407,11 +411,22 @@ def different_collectives(ev: Evidence) -> Verdict | None:
     calls do not pair up; the rank whose call sits inside an ``if`` on the rank is named (the source shows
     the branch), else nobody, with every rank's call and line."""
     where = {v.rank: v.where for v in ev.views if v.where and v.where.collective}
-    if len(where) < 2 or len({(w.collective, w.user.where if w.user else None) for w in where.values()}) < 2:
+    groups: dict[tuple, list[int]] = {}
+    for r, w in sorted(where.items()):
+        groups.setdefault((w.collective, w.user.where if w.user else None), []).append(r)
+    if len(where) < 2 or len(groups) < 2:
         return None
-    calls = "; ".join(f"rank {r}: {w.describe()}" for r, w in sorted(where.items()))
+    calls = "; ".join(f"rank{'s' if len(rs) > 1 else ''} {rank_ranges(rs)}: {where[rs[0]].describe()}"
+                      for rs in groups.values())
+    evidence = [f"rank{'s' if len(rs) > 1 else ''} {rank_ranges(rs)}: {where[rs[0]].user}"
+                for rs in groups.values() if where[rs[0]].user]
+    odd = [rs for rs in groups.values() if len(rs) == 1]
+    if len(groups) == 2 and len(odd) == 1 and len(where) >= 3:  # all but one rank at one call: the odd one out
+        r = odd[0][0]
+        return ev.blame(r, Rule.DIFFERENT_COLLECTIVES, f"the ranks waited in different collectives ({calls}): rank "
+                        f"{r} alone called {where[r].describe()}, where every other rank waits elsewhere",
+                        evidence, Failure.COLLECTIVE_MISMATCH)
     branches = {r: b for r in where if (b := ev.rank_condition(ev.by_rank[r])) and not b[1].startswith("else")}
-    evidence = [f"rank {r}: {w.user}" for r, w in sorted(where.items()) if w.user]
     if len(branches) == 1:
         r, (line, cond) = next(iter(branches.items()))
         return ev.blame(r, Rule.DIFFERENT_COLLECTIVES, f"the ranks waited in different collectives ({calls}); rank "
@@ -495,7 +510,7 @@ def outside_collective(ev: Evidence) -> Verdict | None:
     the first error is a wait, a rank whose stack is outside torch.distributed while others wait inside it
     is the late one."""
     first_err = ev.by_rank[ev.first].error if ev.first is not None else None
-    if ev.status not in ("timeout", "interrupted") and not _is_victim_error(first_err):
+    if ev.status not in ("timeout", "interrupted", "hang") and not _is_victim_error(first_err):
         return None
     outside = [v for v in ev.views if v.rank != ev.first and v.in_distributed() is False]
     inside = [v for v in ev.views if v.in_distributed() or _is_victim_error(v.error)]
@@ -505,7 +520,7 @@ def outside_collective(ev: Evidence) -> Verdict | None:
     return ev.blame(v.rank, Rule.LATE, f"rank {v.rank} was not in any collective while "
                     f"{'rank ' + str(ev.first) if ev.first is not None else 'the others'} waited: it was "
                     f"{_stack_line(v).split(': ', 1)[1]}", [f"rank {w.rank}: {w.error}" for w in inside if w.error]
-                    + [_stack_line(v)])
+                    + [_stack_line(w) for w in inside[:3] if not w.error and w.stack] + [_stack_line(v)])
 
 
 def furthest_behind(ev: Evidence) -> Verdict | None:

@@ -143,6 +143,7 @@ class RunResult:
     cleanup: dict = field(default_factory=dict)
     culprit_named_s: float | None = None  # seconds from launch until the launcher first named the culprit
     rank_ids: list[int] | None = None     # the global ranks this node ran (multi-node); default range(nproc)
+    hang: dict | None = None              # the hang named live while the ranks still hung (HangReport.to_dict)
 
     @property
     def ok(self) -> bool:
@@ -163,7 +164,10 @@ class RunResult:
         (None when the run passed or nothing matched)."""
         if self.ok:
             return None
-        return run_failure(self.verdict.failure, self.findings[0].failure if self.findings else None)
+        rule = self.verdict.failure
+        if rule is None and self.status == "hang":  # stopped while ranks waited in a collective: what the timeout would say
+            rule = Failure.COLLECTIVE_TIMEOUT
+        return run_failure(rule, self.findings[0].failure if self.findings else None)
 
     @property
     def category(self) -> str | None:
@@ -238,6 +242,7 @@ class RunResult:
                 "culprit_host": (self.records.get(self.culprit) or {}).get("host") if self.culprit is not None else None,
                 "first_error": self.first_error(), "remedies": self.remedies,
                 "evidence_lines": [str(e) for e in (top.evidence if top and top.failure == self.failure else [])],
+                "hang": self.hang,
                 "exit_codes": {str(r): rec.get("returncode") for r, rec in sorted(self.records.items())},
                 "log_dir": str(self.log_dir)}
 
@@ -257,6 +262,12 @@ class RunResult:
             if v.torchrun_blamed is not None and v.torchrun_blamed != v.culprit:
                 head += f" (torchrun's 'Root Cause' names rank {v.torchrun_blamed}: a victim.)"
         head += "</p>"
+        if self.hang:
+            h = self.hang
+            who = f"rank {h['culprit']}" + (f" at {h['where']}" if h.get("where") else "") \
+                if h["culprit"] is not None else "no single rank"
+            head += (f"<p>Hang named live, {h['after_divergence_s']:.1f} s after the ranks diverged: <b>{html.escape(who)}</b>"
+                     f" ({html.escape(h['reason'])}).</p>")
         if self.failure is not None:
             head += (f"<p>Classified cause: <b>{html.escape(CATEGORIES[self.failure].title)}</b> "
                      f"(<code>{self.category}</code>).</p>")
@@ -280,7 +291,10 @@ class Run:
                  env: dict | None = None, port: int | None = None, host: str = "127.0.0.1",
                  name: str | None = None, log_dir: str | os.PathLike | None = None, grace: float = 8.0,
                  nnodes: int = 1, node_rank: int = 0, rdzv_endpoint: str | None = None, rdzv_id: str | None = None,
-                 rdzv_conf: dict | None = None, local_addr: str | None = None, prefix: Sequence[str] = ()):
+                 rdzv_conf: dict | None = None, local_addr: str | None = None, prefix: Sequence[str] = (),
+                 hang_after: float | None = 2.0, stop_on_hang: bool = False):
+        self.hang_after, self.stop_on_hang = hang_after, stop_on_hang
+        self.hangwatch = None
         self.nnodes, self.node_rank, self.rdzv_endpoint = nnodes, node_rank, rdzv_endpoint
         self.rdzv_conf, self.local_addr, self.prefix = dict(rdzv_conf or {}), local_addr, list(prefix)
         if rdzv_endpoint is not None:
@@ -353,6 +367,10 @@ class Run:
             raise LaunchError(f"could not start torchrun: {exc}") from exc
         self.root = psutil.Process(self.proc.pid)
         procs.register(self.root)
+        if self.hang_after is not None:
+            from nbhelpers.runtime.hangwatch import HangWatch
+
+            self.hangwatch = HangWatch(self, self.hang_after)
         return self
 
     def poll(self) -> bool:
@@ -420,6 +438,11 @@ class Run:
                 if self.elapsed > self.timeout:
                     cleanup = self.stop("timeout")
                     break
+                if self.hangwatch is not None and self.early_verdict is None and self.hangwatch.poll() is not None:
+                    view.update(force=True)
+                    if self.stop_on_hang:
+                        cleanup = self.stop("hang")
+                        break
                 view.update()
                 time.sleep(0.1)
         except KeyboardInterrupt:
@@ -469,12 +492,16 @@ class Run:
             status = "failed"
         views = self.views(records, stacks)
         verdict = find_culprit(views, status, self.stop_time, torchrun_log, read_sources(views))
-        named_s = (self.early_verdict_s if self.early_verdict and self.early_verdict.culprit == verdict.culprit
-                   else self.ended - self.started)
+        hang = self.hangwatch.report if self.hangwatch is not None else None
+        if hang is not None and hang.verdict.culprit == verdict.culprit:
+            named_s = hang.named_at - self.started
+        else:
+            named_s = (self.early_verdict_s if self.early_verdict and self.early_verdict.culprit == verdict.culprit
+                       else self.ended - self.started)
         return RunResult(self.name, status, self.nproc, self.ended - self.started, self.log_dir, self.command,
                          records, events, logs, stacks, torchrun_log, verdict, self.started, self.stop_reason,
                          cleanup, None if verdict.culprit is None else named_s,
-                         None if self.nnodes == 1 else mine)
+                         None if self.nnodes == 1 else mine, hang and hang.to_dict())
 
 
 def _is_shim(p: psutil.Process) -> bool:

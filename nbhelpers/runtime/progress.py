@@ -60,6 +60,10 @@ class LiveView:
         run = self.run
         head = (f"<b>{html.escape(run.name)}</b> · {run.nproc} ranks · {run.elapsed:.1f} s of "
                 f"{run.timeout:.0f} s timeout · logs <code>{html.escape(str(run.log_dir))}</code>")
+        hang = run.hangwatch.report if getattr(run, "hangwatch", None) is not None else None
+        if hang is not None:
+            head += f"<br><b style='color:#d62728'>{html.escape(hang.text())}</b>"
+            head += " · stopping the ranks ..." if run.stop_on_hang else " · still waiting (the job goes on)"
         if run.early_verdict is not None:
             head += (f"<br><b style='color:#d62728'>culprit: rank {run.early_verdict.culprit}</b> "
                      f"({html.escape(run.early_verdict.reason)}); stopping the other ranks ...")
@@ -85,6 +89,10 @@ class LiveView:
                 self.seen["culprit"] = True
                 print(f"[{self.run.elapsed:6.1f}s] {self.run.name}: culprit rank {self.run.early_verdict.culprit}: "
                       f"{self.run.early_verdict.reason}", file=sys.stderr, flush=True)
+            hang = self.run.hangwatch.report if getattr(self.run, "hangwatch", None) is not None else None
+            if hang is not None and "hang" not in self.seen:
+                self.seen["hang"] = True
+                print(f"[{self.run.elapsed:6.1f}s] {self.run.name}: {hang.text()}", file=sys.stderr, flush=True)
             for r in _rank_rows(self.run):
                 key = (r["stage"], r["status"])
                 if self.seen.get(r["rank"]) != key:

@@ -16,16 +16,15 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import re
-import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from nbhelpers.runtime.stacks import dump_text
+
 PR_SET_PDEATHSIG = 1
-ANSI = re.compile(r"\x1b\[[0-9;]*m")
 STACK_DUMP_TIMEOUT_S = 10.0
 
 
@@ -46,32 +45,9 @@ def set_parent_death_signal(sig: int) -> None:
         pass
 
 
-def py_spy() -> str | None:
-    here = Path(sys.executable).parent / "py-spy"
-    return str(here) if here.exists() else shutil.which("py-spy")
-
-
-def _ignore_stop_signals() -> None:
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)
-
-
 def dump_stack(pid: int, out: Path) -> None:
     """Write the Python stacks of ``pid`` (all threads) to ``out``; say why when it cannot."""
-    exe = py_spy()
-    if exe is None:
-        out.write_text("py-spy is not installed: no stack dump (pip install py-spy)\n")
-        return
-    try:
-        # its own session, stop signals ignored: the TERMs that tear the world down (torchrun's killpg
-        # of this shim's group, the launcher's) must not cut the dump short; the timeout still bounds it
-        res = subprocess.run([exe, "dump", "--full-filenames", "--pid", str(pid)], capture_output=True, text=True,
-                             timeout=STACK_DUMP_TIMEOUT_S, stdin=subprocess.DEVNULL, start_new_session=True,
-                             preexec_fn=_ignore_stop_signals, env=dict(os.environ, NO_COLOR="1"))
-        text = ANSI.sub("", res.stdout + (res.stderr if res.returncode else ""))
-        out.write_text(text or f"py-spy dump of pid {pid} exited with {res.returncode} and printed nothing\n")
-    except subprocess.TimeoutExpired:
-        out.write_text(f"py-spy dump of pid {pid} did not finish in {STACK_DUMP_TIMEOUT_S:.0f} s\n")
+    out.write_text(dump_text(pid, timeout=STACK_DUMP_TIMEOUT_S))
 
 
 class Shim:

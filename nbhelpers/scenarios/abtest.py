@@ -181,7 +181,8 @@ def ab_test(configs: Sequence[Config], target: str = "allreduce_bench", args: Se
     for rep in range(repeats):
         for cfg in configs:
             res = launch(target, ["--timeout", str(cfg.timeout_s), *args], nproc=nproc, env=cfg.env, live=False,
-                         name=f"ab-{cfg.name}", timeout=run_timeout or max(60.0, 3 * float(cfg.timeout_s) + 30))
+                         name=f"ab-{cfg.name}", timeout=run_timeout or max(60.0, 3 * float(cfg.timeout_s) + 30),
+                         hang_after=None)  # timings: no stack sampling
             ab.runs.append((cfg, rep, res))
             if not quiet:
                 extra = "" if res.ok else f" ({res.category or res.verdict.kind})"

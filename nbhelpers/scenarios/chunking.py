@@ -22,7 +22,7 @@ def compare_chunking(size_mb: float = 64.0, chunks_mb=(1, 4, 16), *, nproc: int 
     cfg = ",".join(str(c) for c in (0, *chunks_mb))
     res = launch("chunking", ["--size-mb", str(size_mb), "--chunks-mb", cfg, "--reps", str(reps),
                               "--timeout", str(timeout), "--chunk-timeout", str(timeout)],
-                 nproc=nproc, timeout=timeout * 3 + 60, live=live, name="chunking", **kw)
+                 nproc=nproc, timeout=timeout * 3 + 60, live=live, name="chunking", **{"hang_after": None, **kw})
     if not res.ok:
         raise WorkbookError(f"the chunking run failed: {res.verdict.reason}", f"logs in {res.log_dir}")
     by: dict[str, list[dict]] = {}

@@ -25,7 +25,7 @@ def nccl_debug_run(nproc: int | None = None, subsys: str = "INIT,NET", extra_env
     nproc = nproc or min(gpus, 2)
     env = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": subsys, **(extra_env or {})}
     res = launch("allreduce_bench", ["--backend", "nccl", "--timeout", "30", "--sizes-kb", sizes_kb, "--matmul", "0"],
-                 nproc=nproc, env=env, live=False, name="nccl-debug", timeout=timeout)
+                 nproc=nproc, env=env, live=False, name="nccl-debug", timeout=timeout, hang_after=None)
     return res, parse_logs(res.logs)
 
 

@@ -82,6 +82,10 @@ def verdict_text(res: RunResult, script: str | None = None) -> str:
              f"category: {d['category'] or 'unrecognised'}",
              f"culprit:  {'unknown' if res.culprit is None else f'rank {res.culprit}'} ({res.verdict.kind}): "
              f"{res.verdict.reason}"]
+    if d.get("hang"):
+        h = d["hang"]
+        lines.append(f"hang:     named live {h['after_divergence_s']:.1f} s after the ranks diverged: "
+                     + ("no single rank" if h["culprit"] is None else f"rank {h['culprit']} at {h['where']}"))
     if res.verdict.torchrun_blamed is not None and res.verdict.torchrun_blamed != res.culprit:
         lines.append(f"          (torchrun's Root Cause names rank {res.verdict.torchrun_blamed}: a victim)")
     lines.append("evidence:")

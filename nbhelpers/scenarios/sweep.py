@@ -29,7 +29,7 @@ def sweep(sizes: str = "4K:256M:4", *, op: str = "all_reduce", nproc: int = 2, w
 
     res = launch("sweep", sweep_args(op=op, sizes=sizes, warmup=warmup, iters=iters, timeout=timeout,
                                      backend=backend), nproc=nproc, timeout=run_timeout, live=live,
-                 name=f"sweep-{op}", **kw)
+                 name=f"sweep-{op}", **{"hang_after": None, **kw})  # timings: no stack sampling
     if not res.ok:
         raise WorkbookError(f"the {op} sweep failed: {res.verdict.reason}",
                             f"logs in {res.log_dir}; rank 0's tail:\n{res.log(0, 15)}")

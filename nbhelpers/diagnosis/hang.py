@@ -1,0 +1,109 @@
+"""A hang seen while it happens: ranks sampled by their stacks, and the moment one waits while another is elsewhere.
+
+A training job that hangs prints nothing: its ranks sit in a collective (``all_reduce`` in DDP's backward,
+a ``barrier``) for peers that are somewhere else (a DataLoader that never returns, a ``broadcast`` only
+rank 0 calls, a lock).  The process-group timeout (30 minutes by default for gloo, 10 for NCCL) ends it
+much later.  Sampling each rank's stack every half second tells it at once: a rank that stays at the same
+collective call for ``hang_after`` seconds while another rank is not there is waiting for it.
+
+:class:`HangTracker` is that bookkeeping, pure (stacks in, a :class:`Hang` out); the launcher feeds it
+py-spy dumps of the running ranks, and the culprit rules read the same dumps for the verdict.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from nbhelpers.diagnosis.tracebacks import stack_frames
+
+__all__ = ["Position", "position", "Hang", "HangTracker", "rank_ranges"]
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where one rank's main thread was in one stack sample: the collective it was in (or None) and the
+    innermost line of the user's code."""
+    collective: str | None
+    line: str | None          # file:line of the user's innermost frame
+    text: str                 # "all_reduce at train.py:45 in step"
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def position(stack: str) -> Position | None:
+    """The position a py-spy dump shows, or None when it holds no Python stack (the process is gone, or
+    py-spy could not read it)."""
+    w = stack_frames(stack)
+    if w is None:
+        return None
+    return Position(w.collective, w.user.where if w.user else None, w.describe())
+
+
+def rank_ranges(ranks) -> str:
+    """``[0, 1, 2, 5, 7, 8]`` -> ``"0-2, 5, 7-8"``: a thousand ranks in a line."""
+    out, rs = [], sorted(ranks)
+    i = 0
+    while i < len(rs):
+        j = i
+        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
+            j += 1
+        out.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
+@dataclass
+class Hang:
+    """Ranks that have waited at one collective call for ``waited_s`` while others were elsewhere."""
+    began: float                            # when the waiting rank(s) entered the call (first sample there)
+    seen: float                             # the sample that showed it
+    waiting: dict[int, Position]            # rank -> the collective call it stays at
+    elsewhere: dict[int, Position | None]   # rank -> where it is instead (None: no stack)
+
+    @property
+    def waited_s(self) -> float:
+        return self.seen - self.began
+
+    def text(self) -> str:
+        groups: dict[str, list[int]] = {}
+        for r, p in self.waiting.items():
+            groups.setdefault(str(p), []).append(r)
+        wait = "; ".join(f"rank{'s' if len(rs) > 1 else ''} {rank_ranges(rs)} in {p}" for p, rs in groups.items())
+        other: dict[str, list[int]] = {}
+        for r, p in self.elsewhere.items():
+            other.setdefault(str(p) if p else "(no stack)", []).append(r)
+        away = "; ".join(f"rank{'s' if len(rs) > 1 else ''} {rank_ranges(rs)} {p}" for p, rs in other.items())
+        return f"waiting {self.waited_s:.1f} s: {wait}; elsewhere: {away}"
+
+    def to_dict(self) -> dict:
+        return {"waited_s": round(self.waited_s, 2), "waiting": {str(r): str(p) for r, p in self.waiting.items()},
+                "elsewhere": {str(r): str(p) if p else None for r, p in self.elsewhere.items()}}
+
+
+@dataclass
+class HangTracker:
+    """Per rank, its position and since when it has been there, from stack samples taken over time."""
+    hang_after: float = 2.0
+    since: dict[int, tuple[Position | None, float]] = field(default_factory=dict)
+
+    def add(self, t: float, stacks: dict[int, str]) -> None:
+        """One round of samples taken at time ``t``: rank -> py-spy dump text."""
+        for r, text in stacks.items():
+            p = position(text)
+            old = self.since.get(r)
+            if old is None or old[0] != p or p is None:
+                self.since[r] = (p, t)
+
+    def hang(self, t: float) -> Hang | None:
+        """The hang at time ``t``, or None: some rank has stayed in one collective call for ``hang_after``
+        seconds while another rank is not at that call (outside any collective, or at another one)."""
+        waiting = {r: p for r, (p, t0) in self.since.items() if p and p.collective and t - t0 >= self.hang_after}
+        if not waiting:
+            return None
+        elsewhere = {r: p for r, (p, _t0) in self.since.items() if r not in waiting}
+        if not elsewhere and len(set(waiting.values())) < 2:
+            return None  # every rank at the same call: waiting on the network or a node not sampled, not on a rank here
+        if elsewhere and all(p in set(waiting.values()) for p in elsewhere.values()):
+            return None  # the others are at the same call, only just arrived: the world is in it together
+        began = min(self.since[r][1] for r in waiting)
+        return Hang(began, t, waiting, elsewhere)

@@ -1,0 +1,79 @@
+"""Watch a running world for a hang and name the culprit while it still hangs.
+
+Every ``every`` seconds the running ranks' stacks are read with ``py-spy dump --nonblocking`` (the ranks
+are not paused; a dump costs about 15 ms of one core) and fed to
+:class:`~nbhelpers.diagnosis.hang.HangTracker`.  Once a rank has stayed in one collective call for
+``hang_after`` seconds while another rank is elsewhere, the culprit rules read those same stacks (and the
+user's source, for the ``if rank == 0:`` branch or the lock around the call) and name the rank and its
+line, long before the process-group timeout would end the job.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from nbhelpers.diagnosis.api import Verdict
+from nbhelpers.diagnosis.culprit import find_culprit
+from nbhelpers.diagnosis.hang import Hang, HangTracker
+from nbhelpers.runtime.stacks import dump_many
+
+__all__ = ["HangWatch", "HangReport"]
+
+
+@dataclass
+class HangReport:
+    """A hang named live: what the stacks showed, the verdict they gave, and when."""
+    hang: Hang
+    verdict: Verdict
+    named_at: float             # wall-clock time the verdict came
+    stacks: dict[int, str]
+
+    @property
+    def after_divergence_s(self) -> float:
+        """Seconds from the waiting rank entering the call (the ranks diverging) to the culprit named."""
+        return self.named_at - self.hang.began
+
+    def text(self) -> str:
+        v = self.verdict
+        who = f"culprit rank {v.culprit}" + (f" at {v.where}" if v.where else "") if v.culprit is not None \
+            else "no single rank stands out"
+        return f"hang: {who}: {v.reason} ({self.hang.text()})"
+
+    def to_dict(self) -> dict:
+        return {"culprit": self.verdict.culprit, "where": self.verdict.where, "rule": self.verdict.kind,
+                "reason": self.verdict.reason, "after_divergence_s": round(self.after_divergence_s, 2),
+                **self.hang.to_dict()}
+
+
+class HangWatch:
+    """Samples a :class:`~nbhelpers.runtime.launcher.Run`'s ranks; ``poll()`` returns a report once, at the hang."""
+
+    def __init__(self, run, hang_after: float = 2.0, every: float = 0.5):
+        self.run, self.every = run, every
+        self.tracker = HangTracker(hang_after)
+        self.last = 0.0
+        self.report: HangReport | None = None
+        self.samples = 0
+
+    def poll(self) -> HangReport | None:
+        """Take a round of samples when one is due; the report the first time a hang shows (else None)."""
+        now = time.time()
+        if self.report is not None or now - self.last < self.every:
+            return None
+        self.last = now
+        records = self.run.records()
+        pids = {r: rec["pid"] for r, rec in records.items() if rec.get("pid") and "returncode" not in rec}
+        if len(pids) < 2:
+            return None
+        stacks = dump_many(pids, nonblocking=True)
+        self.samples += 1
+        self.tracker.add(now, stacks)
+        hang = self.tracker.hang(now)
+        if hang is None:
+            return None
+        from nbhelpers.runtime.launcher import read_sources
+
+        views = self.run.views(records, stacks)
+        verdict = find_culprit(views, "hang", now, "", read_sources(views))
+        self.report = HangReport(hang, verdict, time.time(), stacks)
+        return self.report

@@ -1,0 +1,81 @@
+"""The live hang tracker and the verdict over many ranks' stacks, on py-spy dumps that real runs recorded."""
+import time
+from pathlib import Path
+
+from nbhelpers.diagnosis import hang as H
+from nbhelpers.diagnosis.culprit import RankView, find_culprit
+
+RUNS = Path(__file__).parent / "data" / "runs"
+IN_ALL_REDUCE = (RUNS / "desync-skip-3" / "rank1.stack.txt").read_text()   # waiting in all_reduce (desync.py:73)
+SLEEPING = (RUNS / "stall" / "rank1.stack.txt").read_text()                # stalled in probe.py's inject, no collective
+IN_LOADER = (RUNS / "user-loader-hang" / "rank1.stack.txt").read_text()    # a DataLoader that never returns
+GONE = "Error: Failed to find python version from target process\n"        # what py-spy says of a process that left
+
+
+def test_a_dump_gives_the_collective_and_the_users_line():
+    p = H.position(IN_ALL_REDUCE)
+    assert p.collective == "all_reduce" and p.line == "nbhelpers/workers/desync.py:73", p
+    q = H.position(IN_LOADER)
+    assert q.collective is None and q.line == "examples/faulty/train_sharded_files.py:85", q
+    assert H.position(GONE) is None
+
+
+def feed(tracker, t0, seconds, stacks, every=0.5):
+    t = t0
+    while t <= t0 + seconds + 1e-9:
+        tracker.add(t, stacks)
+        t += every
+    return t - every
+
+
+def test_a_rank_waiting_while_another_is_elsewhere_is_a_hang_after_hang_after_seconds():
+    tr = H.HangTracker(hang_after=2.0)
+    t = feed(tr, 100.0, 1.5, {0: IN_ALL_REDUCE, 1: IN_LOADER})
+    assert tr.hang(t) is None  # 1.5 s: a slow step, not yet a hang
+    t = feed(tr, t + 0.5, 0.5, {0: IN_ALL_REDUCE, 1: IN_LOADER})
+    h = tr.hang(t)
+    assert h is not None and set(h.waiting) == {0} and set(h.elsewhere) == {1}
+    assert h.began == 100.0 and h.waited_s >= 2.0
+    assert "rank 0 in all_reduce at desync.py:73" in h.text() and "rank 1 at train_sharded_files.py:85" in h.text()
+
+
+def test_every_rank_at_the_same_call_is_no_hang_of_a_rank_here():
+    tr = H.HangTracker(hang_after=2.0)
+    t = feed(tr, 0.0, 5.0, {0: IN_ALL_REDUCE, 1: IN_ALL_REDUCE})
+    assert tr.hang(t) is None
+
+
+def test_a_rank_that_moves_on_starts_its_clock_again():
+    tr = H.HangTracker(hang_after=2.0)
+    for i in range(10):  # rank 0 alternates between the all_reduce and its data loading: a working loop
+        tr.add(i * 0.5, {0: IN_ALL_REDUCE if i % 2 else IN_LOADER, 1: SLEEPING})
+    assert tr.hang(4.5) is None
+
+
+def test_two_ranks_stuck_at_different_calls_is_a_hang():
+    tr = H.HangTracker(hang_after=1.0)
+    stuck_elsewhere = IN_ALL_REDUCE.replace("desync.py:73)", "desync.py:80)")
+    t = feed(tr, 0.0, 1.0, {0: IN_ALL_REDUCE, 1: stuck_elsewhere})
+    assert tr.hang(t) is not None and set(tr.hang(t).waiting) == {0, 1}
+
+
+def test_rank_ranges():
+    assert H.rank_ranges([5, 0, 1, 2, 7, 8]) == "0-2, 5, 7-8" and H.rank_ranges([3]) == "3"
+
+
+def test_the_verdict_over_1024_ranks_stacks_names_the_odd_rank_fast():
+    # 1023 ranks waiting in all_reduce and one stalled outside any collective (real dumps, copied)
+    views = [RankView(r, stack=SLEEPING if r == 777 else IN_ALL_REDUCE) for r in range(1024)]
+    t = time.perf_counter()
+    v = find_culprit(views, "hang")
+    took = time.perf_counter() - t
+    assert v.culprit == 777 and v.kind == "late", v
+    assert took < 30  # the bench holds the target (under 5 s); this only catches a quadratic blow-up
+    # the same with the odd rank in another collective: the odd one out by majority
+    other = IN_ALL_REDUCE.replace("all_reduce (torch/distributed/distributed_c10d.py:3252)",
+                                  "broadcast (torch/distributed/distributed_c10d.py:2790)").replace(
+                                  "desync.py:73)", "desync.py:80)")
+    views = [RankView(r, stack=other if r == 5 else IN_ALL_REDUCE) for r in range(1024)]
+    v = find_culprit(views, "hang")
+    assert v.culprit == 5 and v.kind == "different_collectives", v
+    assert "ranks 0-4, 6-1023: all_reduce" in v.reason and len(v.reason) < 400, v.reason
