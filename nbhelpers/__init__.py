@@ -24,6 +24,8 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "Run": ("runtime.launcher", "Run"),
     "RunResult": ("runtime.launcher", "RunResult"),
     "launch": ("runtime.launcher", "launch"),
+    "attach": ("runtime.attach", "attach"),
+    "attach_commands": ("runtime.attach", "attach_commands"),
     "free_port": ("runtime.ports", "free_port"),
     "Config": ("runtime.launchconfig", "Config"),
     "Plan": ("runtime.multinode", "Plan"),
@@ -129,7 +131,8 @@ _EXPORTS: dict[str, tuple[str, str]] = {
 __all__ = [
     'ABResult', 'CheckpointError', 'CheckpointManager', 'Config', 'ConfigError', 'EnvEditor', 'Failure',
     'Gallery', 'Lab', 'LaunchError', 'MultiResult', 'MultiRun', 'Plan', 'PortInUseError', 'Rule', 'Run',
-    'RunResult', 'Verdict', 'WorkbookError', 'ab_test', 'advice_lint_table', 'atomic_save', 'bus_factor',
+    'RunResult', 'Verdict', 'WorkbookError', 'ab_test', 'advice_lint_table', 'atomic_save', 'attach',
+    'attach_commands', 'bus_factor',
     'causes_table', 'channel_table', 'check_path', 'check_table', 'chunked_all_reduce', 'classify',
     'classify_file', 'classify_logs', 'collect_fingerprint', 'compare_chunking', 'desync_gallery', 'env_catalog',
     'env_editor', 'error_table', 'example', 'explain_torn', 'export_button', 'export_report', 'fault_gallery',
@@ -180,6 +183,7 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time each name l
     from nbhelpers.report.build import run_all
     from nbhelpers.report.export import export_button, export_report
     from nbhelpers.report.recording import record
+    from nbhelpers.runtime.attach import attach, attach_commands
     from nbhelpers.runtime.launchconfig import Config
     from nbhelpers.runtime.launcher import Run, RunResult, launch
     from nbhelpers.runtime.multinode import (

@@ -2,6 +2,8 @@
 
     python -m nbhelpers run-all [NOTEBOOK ...]           # execute the notebooks; reports/<UTC>/report.html
     python -m nbhelpers doctor LOG [LOG ...] [--json]    # classify pasted/saved log text ('-' = stdin)
+    python -m nbhelpers attach [PID | --all] [--json]      # a job running here: every rank's stack, the culprit
+    python -m nbhelpers attach --merge node0.json node1.json  # several nodes' attach --json: one verdict
     python -m nbhelpers run --nproc 2 [--timeout S] [--hang-after S] [--stop-on-hang] [--json] script.py [args ...]
 """
 from __future__ import annotations
@@ -153,6 +155,23 @@ def cmd_run(args) -> int:
     return 0 if res.ok else 1
 
 
+def cmd_attach(args) -> int:
+    from nbhelpers.errors import AttachError
+    from nbhelpers.runtime.attach import attach, merge
+
+    try:
+        if args.merge:
+            found = merge([text_file(n, "attach output") for n in args.merge])
+        else:
+            found = attach(args.pid, every_job=args.all)
+    except AttachError as exc:
+        raise BadInput(str(exc).replace("\n", "; ")) from None
+    except (ValueError, KeyError) as exc:
+        raise BadInput(f"not the JSON that attach --json prints: {exc}") from None
+    print(json.dumps(found.to_dict()) if args.json else found.text(), flush=True)
+    return 1 if found.culprit_rank is not None else 0
+
+
 def main(argv=None) -> int:
     p = Parser(prog="python -m nbhelpers", description="Distributed-training troubleshooting workbook")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=Parser)
@@ -173,9 +192,15 @@ def main(argv=None) -> int:
     rn.add_argument("--json", action="store_true", help="print one JSON object")
     rn.add_argument("script")
     rn.add_argument("args", nargs=argparse.REMAINDER)
+    at = sub.add_parser("attach", help="read the stacks of a job running on this node and name the rank holding it up")
+    at.add_argument("pid", nargs="?", type=positive(int), help="the job's launcher pid or any rank's pid "
+                    "(default: the one job running here)")
+    at.add_argument("--all", action="store_true", help="every job here, as one world (one node of a multi-node job)")
+    at.add_argument("--json", action="store_true", help="one JSON object (with each rank's stack, for --merge)")
+    at.add_argument("--merge", nargs="+", metavar="FILE", help="one verdict over several nodes' attach --json outputs")
     try:
         args = p.parse_args(argv)
-        return {"run-all": cmd_run_all, "doctor": cmd_doctor, "run": cmd_run}[args.cmd](args)
+        return {"run-all": cmd_run_all, "doctor": cmd_doctor, "run": cmd_run, "attach": cmd_attach}[args.cmd](args)
     except BadInput as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

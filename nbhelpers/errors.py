@@ -44,3 +44,7 @@ class ConfigError(WorkbookError):
         super().__init__(f"Config {config!r} was refused before launch:\n{listing}",
                          "fix the values named above (the fix is given with each), or pass check=False to run it "
                          "anyway and see the failure for real.")
+
+
+class AttachError(WorkbookError):
+    """No running job to attach to, or several and none chosen."""

@@ -85,7 +85,7 @@ def main(argv=None) -> None:
     os.environ.setdefault("TORCH_FR_BUFFER_SIZE", "2000")  # read when the process group is created
     import torch
 
-    dist, dev = join("gloo", max(args.timeout, 30.0))  # a generous rendezvous on a loaded machine ...
+    dist, _ = join("gloo", max(args.timeout, 30.0))  # a generous rendezvous on a loaded machine ...
     dist.distributed_c10d._set_pg_timeout(timedelta(seconds=args.timeout))  # ... a short collective timeout
     rank, world = dist.get_rank(), dist.get_world_size()
     culprit = args.fault_rank % world

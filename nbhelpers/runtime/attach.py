@@ -1,0 +1,218 @@
+"""Attach to a distributed job already running on this node: find its ranks, read their stacks, name the odd one.
+
+    python -m nbhelpers attach            # the one job running here
+    python -m nbhelpers attach 12345      # the job of this pid (torchrun's, or any rank's)
+    python -m nbhelpers attach --all --json > node-$(hostname).json
+    python -m nbhelpers attach --merge node-*.json     # several nodes: one verdict
+
+A rank is a process with ``RANK`` (or ``LOCAL_RANK``) in its environment, as torchrun /
+``torch.distributed.run``, accelerate, deepspeed and ``srun`` set it; its job is the nearest ancestor
+that is one of those launchers (else its parent).  Of the processes carrying one rank's ``RANK``, the
+rank is the topmost one (DataLoader workers inherit their rank's environment; a supervising shim is
+skipped).  Stacks are read with ``py-spy dump --nonblocking``: nothing is stopped or paused.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import psutil
+
+from nbhelpers.diagnosis.api import Verdict
+from nbhelpers.diagnosis.culprit import RankView, find_culprit
+from nbhelpers.diagnosis.hang import position, rank_ranges
+from nbhelpers.errors import AttachError
+from nbhelpers.runtime.stacks import dump_many
+
+__all__ = ["RankProc", "Attached", "find_jobs", "attach", "merge", "attach_commands"]
+
+LAUNCHER = re.compile(r"(?:^|[/\s])(?:torchrun|torch\.distributed\.(?:run|launch)|accelerate(?:\s+launch)?|"
+                      r"accelerate\.commands\.launch|deepspeed|deepspeed\.launcher\.\w+|srun|mpirun|mpiexec)(?:\s|$)")
+SHIM = "nbhelpers.runtime.rankshim"
+
+
+@dataclass
+class RankProc:
+    """One rank of a running job, as the process table shows it."""
+    rank: int
+    pid: int
+    job_pid: int
+    local_rank: int | None = None
+    world_size: int | None = None
+    host: str = field(default_factory=lambda: os.uname().nodename)
+    cmdline: str = ""
+
+    def __repr__(self) -> str:
+        return f"<RankProc rank={self.rank} pid={self.pid} job={self.job_pid} {self.host}>"
+
+
+def _int(v: str | None) -> int | None:
+    try:
+        return int(v) if v is not None else None
+    except ValueError:
+        return None
+
+
+def _cmd(p: psutil.Process) -> str:
+    try:
+        return " ".join(p.cmdline())
+    except psutil.Error:
+        return ""
+
+
+def _job_of(p: psutil.Process) -> psutil.Process:
+    """The nearest ancestor that is a launcher, else the parent (else, for a rank orphaned to init, itself)."""
+    try:
+        parents = p.parents()
+    except psutil.Error:
+        return p
+    launcher = next((a for a in parents if LAUNCHER.search(_cmd(a))), None)
+    return launcher or (parents[0] if parents and parents[0].pid != 1 else p)
+
+
+def find_jobs() -> dict[int, list[RankProc]]:
+    """Every distributed job running on this node that this user may read: job pid -> its ranks by rank."""
+    carriers: dict[int, tuple[psutil.Process, int, dict]] = {}
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        if p.pid == os.getpid():
+            continue
+        try:
+            env = p.environ()
+        except (psutil.Error, OSError):
+            continue
+        rank = _int(env.get("RANK", env.get("LOCAL_RANK")))
+        if rank is None or SHIM in " ".join(p.info["cmdline"] or []):
+            continue
+        carriers[p.pid] = (p, rank, env)
+    jobs: dict[int, dict[int, RankProc]] = {}
+    for pid, (p, rank, env) in carriers.items():
+        try:
+            parent = p.ppid()
+        except psutil.Error:
+            continue
+        if parent in carriers and carriers[parent][1] == rank:
+            continue  # a DataLoader worker or another child of the rank: the rank is its topmost carrier
+        job = _job_of(p)
+        jobs.setdefault(job.pid, {})[rank] = RankProc(rank, pid, job.pid, _int(env.get("LOCAL_RANK")),
+                                                     _int(env.get("WORLD_SIZE")), cmdline=_cmd(p))
+    return {j: [ranks[r] for r in sorted(ranks)] for j, ranks in jobs.items()}
+
+
+@dataclass
+class Attached:
+    """A running job's ranks, where each one is, and the verdict over them."""
+    job_pid: int | None
+    ranks: list[RankProc]
+    stacks: dict[int, str]
+    verdict: Verdict
+
+    def where(self, rank: int):
+        return position(self.stacks.get(rank, ""))
+
+    @property
+    def culprit_rank(self) -> int | None:
+        return self.verdict.culprit
+
+    def groups(self) -> dict[str, list[int]]:
+        """Ranks by where they are (the odd one out stands alone)."""
+        out: dict[str, list[int]] = {}
+        for rp in self.ranks:
+            p = self.where(rp.rank)
+            out.setdefault(str(p) if p else "(no stack)", []).append(rp.rank)
+        return dict(sorted(out.items(), key=lambda kv: -len(kv[1])))
+
+    def to_dict(self, stacks: bool = True) -> dict:
+        rows = []
+        for rp in self.ranks:
+            p = self.where(rp.rank)
+            rows.append({"rank": rp.rank, "pid": rp.pid, "host": rp.host, "local_rank": rp.local_rank,
+                         "where": p.line if p else None, "collective": p.collective if p else None,
+                         "position": str(p) if p else None, **({"stack": self.stacks.get(rp.rank, "")} if stacks else {})})
+        return {"job_pid": self.job_pid, "culprit_rank": self.culprit_rank, "culprit_where": self.verdict.where,
+                "rule": self.verdict.kind, "reason": self.verdict.reason, "evidence": self.verdict.evidence,
+                "groups": {k: rank_ranges(v) for k, v in self.groups().items()}, "ranks": rows}
+
+    def text(self) -> str:
+        hosts = sorted({rp.host for rp in self.ranks})
+        head = (f"job {self.job_pid}" if self.job_pid else "job") + f": {len(self.ranks)} ranks on {', '.join(hosts)}"
+        lines = [head, "where the ranks are:"]
+        lines += [f"  rank{'s' if len(rs) > 1 else ''} {rank_ranges(rs)}: {w}" for w, rs in self.groups().items()]
+        v = self.verdict
+        lines.append(f"culprit: rank {v.culprit}" + (f" at {v.where}" if v.where else "") + f" ({v.kind}): {v.reason}"
+                     if v.culprit is not None else f"no single rank stands out: {v.reason}")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return "<pre>" + html.escape(self.text()) + "</pre>"
+
+
+def _verdict(ranks: list[RankProc], stacks: dict[int, str]) -> Verdict:
+    from nbhelpers.runtime.launcher import read_sources
+
+    views = [RankView(rp.rank, stack=stacks.get(rp.rank, "")) for rp in ranks]
+    return find_culprit(views, "hang", None, "", read_sources(views))
+
+
+def _pick(jobs: dict[int, list[RankProc]], pid: int | None) -> list[int]:
+    if not jobs:
+        raise AttachError("no distributed job is running on this node (no process with RANK or LOCAL_RANK in its "
+                          "environment that this user may read)",
+                          "start the job with torchrun (or accelerate, deepspeed, srun); run attach as the job's "
+                          "user or as root")
+    if pid is None:
+        if len(jobs) > 1:
+            raise AttachError(f"{len(jobs)} jobs are running here: " + ", ".join(
+                f"{j} ({len(r)} ranks)" for j, r in jobs.items()), "give one pid (the launcher's or a rank's), or --all")
+        return list(jobs)
+    for j, ranks in jobs.items():
+        if pid == j or any(rp.pid == pid for rp in ranks):
+            return [j]
+        try:  # a process inside the job's tree (a shim, a DataLoader worker)
+            if any(a.pid == j for a in psutil.Process(pid).parents()):
+                return [j]
+        except psutil.Error:
+            pass
+    raise AttachError(f"pid {pid} is not a distributed job or one of its ranks",
+                      "jobs running here: " + ", ".join(str(j) for j in jobs))
+
+
+def attach(pid: int | None = None, every_job: bool = False) -> Attached:
+    """Read the stacks of a running job's ranks (the job of ``pid``, else the only one here; ``every_job``: all
+    of them, as one world) without stopping it, and name the odd rank out."""
+    jobs = find_jobs()
+    chosen = list(jobs) if every_job and jobs else _pick(jobs, pid)
+    ranks = sorted((rp for j in chosen for rp in jobs[j]), key=lambda rp: rp.rank)
+    stacks = dump_many({rp.rank: rp.pid for rp in ranks}, nonblocking=True)
+    return Attached(chosen[0] if len(chosen) == 1 else None, ranks, stacks, _verdict(ranks, stacks))
+
+
+def merge(outputs: Iterable[dict | str | os.PathLike]) -> Attached:
+    """One verdict over several nodes: the ``attach --json`` outputs of each (dicts, or files holding them)."""
+    ranks, stacks, jobs = [], {}, set()
+    for out in outputs:
+        d = out if isinstance(out, dict) else json.loads(Path(out).read_text())
+        jobs.add(d.get("job_pid"))
+        for row in d["ranks"]:
+            ranks.append(RankProc(row["rank"], row["pid"], d.get("job_pid") or 0, row.get("local_rank"),
+                                  host=row.get("host", "?")))
+            stacks[row["rank"]] = row.get("stack", "")
+    ranks.sort(key=lambda rp: rp.rank)
+    return Attached(None, ranks, stacks, _verdict(ranks, stacks))
+
+
+def attach_commands(hosts: Sequence[str], workdir: str = ".", python: str = "python") -> dict[str, str]:
+    """The per-node commands that gather every node's ``attach --json`` and the one that merges them: by ssh
+    (one per host) and by srun (one step on every node of the Slurm job, beside the running step)."""
+    one = f"cd {shlex.quote(workdir)} && {python} -m nbhelpers attach --all --json"
+    cmds = {h: f"ssh {shlex.quote(h)} {shlex.quote(one)} > attach-{h}.json" for h in hosts}
+    cmds["srun"] = (f"srun --overlap --jobid \"$SLURM_JOB_ID\" --nodes {len(hosts)} --ntasks-per-node 1 "
+                    f"bash -c {shlex.quote(one + ' > attach-$(hostname).json')}")
+    cmds["merge"] = f"{python} -m nbhelpers attach --merge attach-*.json"
+    return cmds

@@ -1,0 +1,85 @@
+"""`python -m nbhelpers attach` on a hung torchrun job the workbook did not start, for real."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from nbhelpers.runtime.attach import attach_commands, merge
+
+
+def cli(*args, timeout=60):
+    return subprocess.run([sys.executable, "-m", "nbhelpers", "attach", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture
+def hung_job(tmp_path):
+    """A realistic DDP script started with plain torchrun: rank 1's DataLoader waits forever for a missing
+    shard, rank 0 waits in the gradient all_reduce (60 s process-group timeout)."""
+    from nbhelpers.scenarios.supervise import example
+
+    script = example("train_sharded_files", tmp_path)
+    log = open(tmp_path / "torchrun.log", "wb")
+    job = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                            "--master-port", "0", "--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:0",
+                            str(script), "--pg-timeout", "60"], cwd=tmp_path, stdin=subprocess.DEVNULL,
+                           stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        yield job
+    finally:
+        tree = psutil.Process(job.pid).children(recursive=True)  # torchrun's ranks live in sessions of their own
+        os.killpg(job.pid, signal.SIGKILL)
+        for p in tree:
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+        job.wait()
+        log.close()
+
+
+def test_attach_names_the_rank_of_a_hung_job_and_leaves_it_running(hung_job, tmp_path):
+    deadline, v = time.time() + 60, None
+    while time.time() < deadline:  # the job starts, trains 24 steps, then hangs
+        out = cli(str(hung_job.pid), "--json")
+        if out.returncode == 1:
+            v = json.loads(out.stdout)
+            break
+        assert out.returncode in (0, 2), out.stderr  # 2: the ranks are not up yet; 0: no one stands out yet
+        time.sleep(1)
+    assert v is not None, "attach named no culprit within 60 s"
+    assert v["job_pid"] == hung_job.pid and v["culprit_rank"] == 1, v
+    by_rank = {r["rank"]: r for r in v["ranks"]}
+    assert set(by_rank) == {0, 1} and all(psutil.pid_exists(r["pid"]) for r in by_rank.values())
+    assert by_rank[1]["where"].endswith("train_sharded_files.py:85") and by_rank[1]["collective"] is None, by_rank[1]
+    assert by_rank[0]["collective"].startswith("backward") and by_rank[0]["where"].endswith(":89"), by_rank[0]
+    time.sleep(1)
+    assert hung_job.poll() is None and all(psutil.Process(r["pid"]).status() != psutil.STATUS_STOPPED
+                                           for r in by_rank.values())  # read, not stopped
+    # the same job seen as two nodes (one rank each), merged: the same verdict
+    parts = [dict(v, ranks=[r]) for r in v["ranks"]]
+    files = []
+    for i, part in enumerate(parts):
+        (tmp_path / f"node{i}.json").write_text(json.dumps(part))
+        files.append(str(tmp_path / f"node{i}.json"))
+    assert merge(files).culprit_rank == 1
+    out = cli("--merge", *files)
+    assert out.returncode == 1 and "culprit: rank 1" in out.stdout, out.stdout
+
+
+def test_attach_to_a_process_that_is_no_job_says_so_in_one_line():
+    out = cli(str(os.getpid()))
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and out.stderr.startswith("error: "), out.stderr
+
+
+def test_per_node_commands_gather_and_merge():
+    cmds = attach_commands(["node-a", "node-b"], workdir="/work/wb")
+    assert cmds["node-a"].startswith("ssh node-a ") and "attach --all --json" in cmds["node-a"]
+    assert cmds["node-a"].endswith("> attach-node-a.json")
+    assert "--nodes 2 --ntasks-per-node 1" in cmds["srun"] and "--overlap" in cmds["srun"]
+    assert cmds["merge"].endswith("attach --merge attach-*.json")
