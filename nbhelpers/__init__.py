@@ -26,6 +26,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "launch": ("runtime.launcher", "launch"),
     "attach": ("runtime.attach", "attach"),
     "attach_commands": ("runtime.attach", "attach_commands"),
+    "fr_report": ("diagnosis.flightrec", "analyse"),
     "free_port": ("runtime.ports", "free_port"),
     "Config": ("runtime.launchconfig", "Config"),
     "Plan": ("runtime.multinode", "Plan"),
@@ -136,7 +137,7 @@ __all__ = [
     'causes_table', 'channel_table', 'check_path', 'check_table', 'chunked_all_reduce', 'classify',
     'classify_file', 'classify_logs', 'collect_fingerprint', 'compare_chunking', 'desync_gallery', 'env_catalog',
     'env_editor', 'error_table', 'example', 'explain_torn', 'export_button', 'export_report', 'fault_gallery',
-    'find_culprit', 'findings_table', 'fingerprint_table', 'flight_recorder', 'free_port', 'full_disk',
+    'find_culprit', 'findings_table', 'fingerprint_table', 'flight_recorder', 'fr_report', 'free_port', 'full_disk',
     'has_end_record', 'launch', 'launch_ssh', 'lint_env', 'lint_table', 'measure', 'missing_rank', 'nccl_chart',
     'nccl_debug_run', 'nccl_effects', 'nccl_sample', 'nccl_summary', 'nccl_transport_ab', 'parse_nccl',
     'parse_watchdog', 'paste_box', 'peak_busbw', 'preset', 'presets_table', 'probe', 'probe_port', 'race',
@@ -157,6 +158,7 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time each name l
         safe_load,
     )
     from nbhelpers.chunked import chunked_all_reduce
+    from nbhelpers.diagnosis.flightrec import analyse as fr_report
     from nbhelpers.diagnosis.api import Failure, Rule, Verdict
     from nbhelpers.diagnosis.busbw import bus_factor
     from nbhelpers.diagnosis.classify import classify, classify_file, classify_logs

@@ -2,6 +2,7 @@
 
     python -m nbhelpers run-all [NOTEBOOK ...]           # execute the notebooks; reports/<UTC>/report.html
     python -m nbhelpers doctor LOG [LOG ...] [--json]    # classify pasted/saved log text ('-' = stdin)
+    python -m nbhelpers doctor --fr DIR [--json]         # Flight Recorder dumps: the first collective ranks disagree on
     python -m nbhelpers attach [PID | --all] [--json]      # a job running here: every rank's stack, the culprit
     python -m nbhelpers attach --merge node0.json node1.json  # several nodes' attach --json: one verdict
     python -m nbhelpers run --nproc 2 [--timeout S] [--hang-after S] [--stop-on-hang] [--json] script.py [args ...]
@@ -82,6 +83,16 @@ def cmd_doctor(args) -> int:
         second_opinion,
     )
 
+    if args.fr:
+        from nbhelpers.diagnosis.flightrec import fr_main
+
+        if args.files:
+            raise BadInput("doctor: give log files or --fr DIR, not both")
+        if not Path(args.fr).is_dir():
+            raise BadInput(f"Flight Recorder folder {args.fr}: no such directory (the folder holding one dump per rank)")
+        return fr_main(args.fr, args.json)
+    if not args.files:
+        raise BadInput("doctor: give one or more log files ('-' for stdin), or --fr DIR (see --help)")
     for name in args.files:
         if name != "-":
             text_file(name, "log")
@@ -163,7 +174,7 @@ def cmd_attach(args) -> int:
         if args.merge:
             found = merge([text_file(n, "attach output") for n in args.merge])
         else:
-            found = attach(args.pid, every_job=args.all)
+            found = attach(args.pid, every_job=args.all, wait=args.wait)
     except AttachError as exc:
         raise BadInput(str(exc).replace("\n", "; ")) from None
     except (ValueError, KeyError) as exc:
@@ -179,7 +190,9 @@ def main(argv=None) -> int:
     ra.add_argument("--out", help="report root (default: reports/ in the workbook)")
     ra.add_argument("notebooks", nargs="*", help="notebooks to run (default: notebooks/[0-9]*.ipynb)")
     dr = sub.add_parser("doctor", help="classify failure logs (files, or - for stdin)")
-    dr.add_argument("files", nargs="+")
+    dr.add_argument("files", nargs="*")
+    dr.add_argument("--fr", metavar="DIR", help="a folder of Flight Recorder dumps, one per rank: the first collective "
+                    "the ranks disagree on, and the rank missing from it")
     dr.add_argument("--json", action="store_true", help="one JSON object per finding")
     rn = sub.add_parser("run", help="run your script on N ranks under the workbook's launcher and diagnose it")
     rn.add_argument("--nproc", type=positive(int), default=2, help="ranks on this machine")
@@ -197,6 +210,8 @@ def main(argv=None) -> int:
                     "(default: the one job running here)")
     at.add_argument("--all", action="store_true", help="every job here, as one world (one node of a multi-node job)")
     at.add_argument("--json", action="store_true", help="one JSON object (with each rank's stack, for --merge)")
+    at.add_argument("--wait", type=nonnegative, default=0.0, metavar="S", help="look again every second for up "
+                    "to S seconds until a rank stands out (a job still starting, or not hung yet)")
     at.add_argument("--merge", nargs="+", metavar="FILE", help="one verdict over several nodes' attach --json outputs")
     try:
         args = p.parse_args(argv)

@@ -44,15 +44,10 @@ def hung_job(tmp_path):
 
 
 def test_attach_names_the_rank_of_a_hung_job_and_leaves_it_running(hung_job, tmp_path):
-    deadline, v = time.time() + 60, None
-    while time.time() < deadline:  # the job starts, trains 24 steps, then hangs
-        out = cli(str(hung_job.pid), "--json")
-        if out.returncode == 1:
-            v = json.loads(out.stdout)
-            break
-        assert out.returncode in (0, 2), out.stderr  # 2: the ranks are not up yet; 0: no one stands out yet
-        time.sleep(1)
-    assert v is not None, "attach named no culprit within 60 s"
+    # the job starts, trains 24 steps, then hangs: --wait looks again every second until a rank stands out
+    out = cli(str(hung_job.pid), "--json", "--wait", "60", timeout=120)
+    v = json.loads(out.stdout) if out.returncode == 1 else None
+    assert v is not None, (out.returncode, out.stdout[-2000:], out.stderr[-2000:])
     assert v["job_pid"] == hung_job.pid and v["culprit_rank"] == 1, v
     by_rank = {r["rank"]: r for r in v["ranks"]}
     assert set(by_rank) == {0, 1} and all(psutil.pid_exists(r["pid"]) for r in by_rank.values())

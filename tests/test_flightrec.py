@@ -161,3 +161,22 @@ def test_dtype_mismatch_and_missing_dump_file(tmp_path):
     assert rep.first_disagreement["kind"] == "dtype" and rep.culprit_rank == 1
     assert rep.missing_ranks == [3] and rep.no_dump == {3: "no dump file"} and rep.world_size == 4
     assert json.loads(json.dumps(rep.to_dict()))["first_disagreement"]["seq"] == 2
+
+
+def test_world_size_from_an_all_gather_when_gloo_did_not_record_it(tmp_path):
+    ag = {**entry(2, op="all_gather", size=(2,)), "output_sizes": [[2, 2]]}
+    rep = analyse(write(tmp_path / "d", {0: [entry(1), ag]}))
+    assert rep.world_size == 2 and rep.missing_ranks == [1] and not rep.ok
+    assert any("all_gathers" in n for n in rep.notes)
+
+
+def test_doctor_fr_from_the_command_line():
+    run = lambda *a: subprocess.run([sys.executable, "-m", "nbhelpers", "doctor", *a], capture_output=True,  # noqa: E731
+                                    text=True, timeout=120)
+    out = run("--fr", str(DATA / "skip"))
+    assert out.returncode == 1 and "collective #5" in out.stdout and "rank 1 never reached it" in out.stdout, out
+    out = run("--fr", str(DATA / "skip"), "--json")
+    v = json.loads(out.stdout)
+    assert v["culprit_rank"] == 1 and v["missing_ranks"] == [1] and v["first_disagreement"]["seq"] == 5, v
+    out = run("--fr", str(DATA / "no-such-folder"))
+    assert out.returncode == 2 and out.stderr.startswith("error: ") and out.stderr.count("\n") == 1, out.stderr

@@ -70,12 +70,12 @@ class RankView:
 
     def in_distributed(self) -> bool | None:
         """Whether the stack dump shows this rank inside torch.distributed (None: no dump)."""
-        if not self.stack.strip() or "Thread" not in self.stack:
+        main = stack_frames(self.stack) if "Thread" in self.stack else None
+        if main is None:  # no dump, or py-spy could not read the process (its error text is no stack)
             return None
         if "torch/distributed/" in self.stack or "distributed_c10d" in self.stack:
             return True
-        main = stack_frames(self.stack)  # DDP's gradient all_reduce waits under backward(), outside torch/distributed
-        return main is not None and main.collective is not None
+        return main.collective is not None  # DDP's gradient all_reduce waits under backward(), outside torch/distributed
 
     @property
     def first_fail_time(self) -> float | None:

@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shlex
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -183,9 +184,23 @@ def _pick(jobs: dict[int, list[RankProc]], pid: int | None) -> list[int]:
                       "jobs running here: " + ", ".join(str(j) for j in jobs))
 
 
-def attach(pid: int | None = None, every_job: bool = False) -> Attached:
+def attach(pid: int | None = None, every_job: bool = False, wait: float = 0.0) -> Attached:
     """Read the stacks of a running job's ranks (the job of ``pid``, else the only one here; ``every_job``: all
-    of them, as one world) without stopping it, and name the odd rank out."""
+    of them, as one world) without stopping it, and name the odd rank out.  ``wait``: look again every second
+    for up to that many seconds until a rank stands out (a job still starting, or not hung yet)."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            found = _attach_once(pid, every_job)
+            if found.culprit_rank is not None or time.monotonic() >= deadline:
+                return found
+        except AttachError:
+            if time.monotonic() >= deadline:
+                raise
+        time.sleep(1.0)
+
+
+def _attach_once(pid: int | None, every_job: bool) -> Attached:
     jobs = find_jobs()
     chosen = list(jobs) if every_job and jobs else _pick(jobs, pid)
     ranks = sorted((rp for j in chosen for rp in jobs[j]), key=lambda rp: rp.rank)
