@@ -119,6 +119,9 @@ def test_ranks_do_not_outlive_their_kernel(runs_dir, how):
     kernel = subprocess.Popen([sys.executable, "-c", KERNEL, "0" if how == "exit" else "600"],
                               stdout=subprocess.PIPE, text=True, env=dict(os.environ))
     assert kernel.stdout.readline().strip() == "started"
+    deadline = time.time() + 15  # a rank just exec'ing may not show its environment for a moment
+    while len(workbook_processes(str(runs_dir))) < 5 and time.time() < deadline:
+        time.sleep(0.2)
     assert len(workbook_processes(str(runs_dir))) >= 5  # torchrun, 2 shims, 2 ranks
     if how == "sigkill":
         kernel.kill()
