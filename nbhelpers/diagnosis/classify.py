@@ -241,6 +241,66 @@ RULES: list[Rule] = [
     R("version_mismatch", "named symbol not found", weight=8),
     R("version_mismatch", "invalid device function", weight=7),
     R("version_mismatch", "is not compatible with the current pytorch", weight=7),
+    # --- from the training split's misses (tests/data/corpus_test.jsonl is never read for these) ---
+    # rendezvous: the store or the peers never reached at start-up, or the launcher could not reach a node
+    R("rendezvous_timeout", "connect() timed out", weight=6),
+    R("rendezvous_timeout", "connect timeout", r"pair\.cc|gloo", 5),
+    R("rendezvous_timeout", "ssh: connect to host", r"refused|timed out|no route", 5),
+    R("rendezvous_timeout", "unable to reliably start one or more daemons", weight=5),
+    R("rendezvous_timeout", "unable to complete a tcp connection", weight=4),
+    R("rendezvous_timeout", "runtimeerror: connection timed out", weight=3),
+    R("rendezvous_timeout", "expected, but not set", r"master_addr|master_port|world_size|rank", 7),
+    R("rendezvous_timeout", "name or service not known", weight=4),
+    R("rendezvous_timeout", "is setting up nccl communicator and retrieving nccluniqueid", weight=5),
+    # collective mismatch: the ranks' models or calls differ
+    R("collective_mismatch", "appears not to match sizes of the same param in process", weight=8),
+    R("collective_mismatch", "ddp expects same model across all ranks", weight=8),
+    R("collective_mismatch", "_verify_param_shape_across_processes", weight=5),
+    R("collective_mismatch", "mismatched allreduce", weight=7),
+    R("collective_mismatch", "mismatched", r"mismatched (allreduce|allgather|broadcast|alltoall)", 6),
+    R("collective_mismatch", "op.preamble.length <= op.nbytes", weight=7),
+    R("collective_mismatch", "inputs, expected group.size()", weight=6),
+    # a rank (or the job) killed from outside, or crashed
+    R("worker_killed", "exited on signal 9", weight=7),
+    R("worker_killed", "is killed by signal: segmentation fault", weight=5),
+    R("worker_killed", "is killed by signal: terminated", weight=5),
+    R("worker_killed", "unexpected segmentation fault encountered in worker", weight=6),
+    R("worker_killed", "forcefully exiting via signals.sigkill", weight=2),  # often the agent ending hung ranks
+    R("worker_killed", "death signal, shutting down workers", weight=5),
+    R("worker_killed", "sigkill_handler", r"killing subprocess", 4),
+    R("worker_killed", "*** error in `", weight=4),
+    R("worker_killed", "horovod has been shut down", weight=3),
+    # network interface / address
+    R("network_interface", "connection refused", r"connect \[127\.0\.1\.1\]", 6),
+    R("network_interface", "no interface found in the same subnet", weight=7),
+    R("network_interface", "call to bind failed : cannot assign requested address", weight=5),
+    R("network_interface", "btl_tcp_endpoint", r"connect\(\) to \S+ failed", 5),
+    R("network_interface", "no route to host", r"^(?!.*\bnccl info\b)", 4),  # NCCL INFO retries are chatter
+    R("network_interface", "network is unreachable", r"fe80::", 6),
+    # NCCL internal errors and invalid usage (topology, arguments)
+    R("nccl_internal_or_invalid_usage", "does not loop back to start", weight=7),
+    R("nccl_internal_or_invalid_usage", "could not find cpu close to gpu", weight=5),
+    R("nccl_internal_or_invalid_usage", "nccl warn attribute", r"not found", 4),
+    R("nccl_internal_or_invalid_usage", "argcheck", r"nccl warn.*invalid", 6),
+    R("nccl_internal_or_invalid_usage", "has already been destroyed", r"nccl warn", 5),
+    # collective timeouts in other wordings
+    R("collective_timeout", "waiting for remainder of ranks for more than", weight=5),
+    R("collective_timeout", "stalled ranks:", weight=5),
+    R("collective_timeout", "timeout at nccl work", weight=7),
+    # versions, builds, libraries
+    R("version_mismatch", "error while loading shared libraries", r"libnccl|libcudart|libcuda|libtorch", 7),
+    R("version_mismatch", "backend is not available", r"nccl|gloo|mpi", 6),
+    R("version_mismatch", "versionmismatcherror", weight=7),
+    R("version_mismatch", "illegal instruction", r"signal 4|sigill|illegal instruction", 5),
+    # InfiniBand
+    R("infiniband", "failed to get ib devices list", weight=6),
+    R("infiniband", "couldn't load driver", r"libibverbs|rdmav", 5),
+    # NCCL system errors (sockets, the OS)
+    R("nccl_system_error", "connection reset by peer", r"nccl warn call to (write|recv|send) failed|warn call to recv", 5),
+    R("nccl_system_error", "could not find real path of", weight=6),
+    # NCCL and CUDA
+    R("nccl_unhandled_cuda_error", "failed to open cuda ipc handle", weight=6),
+    R("nccl_unhandled_cuda_error", "peer access is not supported", weight=5),
 ]
 
 NCCL_VERSION = re.compile(r"NCCL(?:_VERSION=\"?|\s+version\s+)(\d+\.\d+\.\d+)|^\((\d+), (\d+), (\d+)\)\s*$", re.I)
