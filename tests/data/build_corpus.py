@@ -1,6 +1,7 @@
 """Build the classifier's corpus splits from the collected real snippets (kept with their sources).
 
-    python tests/data/build_corpus.py /path/to/collected/*.jsonl
+    python tests/data/build_corpus.py /path/to/collected/*.jsonl            # rebuild both splits
+    python tests/data/build_corpus.py --append /path/to/more/*.jsonl       # add to the splits as they are
 
 Inputs: JSON lines as collected from public threads (id, source, project, date, label, secondary, log, notes);
 the snippets already in tests/data (heldout, fresh) go to the training split, since the rules were tuned on them.
@@ -50,5 +51,35 @@ def main(paths: list[str]) -> None:
     print(f"train {len(train)} (of which {len(old)} tuned on), test {len(test)}")
 
 
+def append(paths: list[str]) -> None:
+    """Add newly collected snippets to the splits as they stand: a thread already in a split stays on its side,
+    a new thread goes to the side of its date; the dev set's threads and repeated snippets are left out."""
+    train_p, test_p = REPO / "nbhelpers" / "data" / "corpus" / "train.jsonl", HERE / "corpus_test.jsonl"
+    train, test = rows(train_p), rows(test_p)
+    dev = {r["id"] for r in rows(REPO.parent / "shared" / "corpus" / "real_failure_logs.dev.jsonl")} \
+        if (REPO.parent / "shared" / "corpus").exists() else set()
+    side = {**{r["id"]: train for r in train}, **{r["id"]: test for r in test}}
+    seen = {(r["id"], r["log"]) for r in train + test}
+    new = [r for p in paths for r in rows(Path(p))]
+    first_date: dict[str, str] = {}
+    for r in new:
+        d = r.get("date") or ""
+        first_date[r["id"]] = min(first_date.get(r["id"], d), d)
+    added = {"train": 0, "test": 0}
+    for r in new:
+        if r["id"] in dev or (r["id"], r["log"]) in seen or not r.get("log", "").strip():
+            continue
+        seen.add((r["id"], r["log"]))
+        dest = side.setdefault(r["id"], test if first_date[r["id"]] >= CUTOFF else train)
+        dest.append({k: r.get(k) for k in FIELDS})
+        added["test" if dest is test else "train"] += 1
+    train_p.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in train))
+    test_p.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in test))
+    print(f"added {added['train']} to train ({len(train)}), {added['test']} to test ({len(test)})")
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    if sys.argv[1:2] == ["--append"]:
+        append(sys.argv[2:])
+    else:
+        main(sys.argv[1:])
