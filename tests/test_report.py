@@ -102,3 +102,13 @@ def test_failure_of_ignores_expected_exceptions():
     bad.outputs = [nbformat.v4.new_output("error", ename="Y", evalue="bang", traceback=["\x1b[31mY\x1b[0m: bang"])]
     f = failure_of(nbformat.v4.new_notebook(cells=[ok, bad]))
     assert f["cell"] == 1 and f["traceback"] == "Y: bang"
+
+
+def test_a_run_recorded_twice_is_one_record():
+    # notebook 01 shows the faulty run in detail, then again as one row of the fault gallery
+    run = {"kind": "run", "label": "probe-stall", "log_dir": "/runs/20261123-probe-stall-1", "status": "failed"}
+    other = {**run, "label": "probe-exit", "log_dir": "/runs/20261123-probe-exit-2"}
+    cells = [nbformat.v4.new_code_cell(outputs=[nbformat.v4.new_output("display_data", {MIMETYPE: {"records": recs}})])
+             for recs in ([run], [dict(run, label="probe [stall]"), other])]
+    found = collect(nbformat.v4.new_notebook(cells=cells))
+    assert [(r["label"], r["cell"]) for r in found] == [("probe-stall", 0), ("probe-exit", 1)]

@@ -118,12 +118,17 @@ def record(obj, value: Any = None, *, expect: str | None = None, label: str | No
 
 def collect(notebook) -> list[dict]:
     """Every record in an executed notebook (an ``nbformat`` node), with the index of its cell."""
-    found = []
+    found, seen = [], set()
     for i, cell in enumerate(notebook.cells):
         for out in cell.get("outputs", []):
             data = out.get("data", {}) if out.get("output_type") in ("display_data", "execute_result") else {}
             if MIMETYPE in data:
                 payload = data[MIMETYPE]
                 payload = json.loads(payload) if isinstance(payload, str) else payload
-                found += [{**p, "cell": i} for p in payload.get("records", [])]
+                for p in payload.get("records", []):
+                    if p.get("kind") == "run" and p.get("log_dir"):
+                        if p["log_dir"] in seen:  # a run shown again (in a gallery, say) is one incident
+                            continue
+                        seen.add(p["log_dir"])
+                    found.append({**p, "cell": i})
     return found

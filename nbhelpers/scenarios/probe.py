@@ -51,14 +51,18 @@ def scale_up(sizes=(1, 2, 4), **probe_kw):
 
 
 def fault_gallery(faults=("stall", "never-join", "exit", "wrong-port"), nproc: int = 2, fault_rank: int = 1,
-                  timeout: float = 5.0, size_mb: float = 4.0, parallel: int = 2, **kw):
+                  timeout: float = 5.0, size_mb: float = 4.0, parallel: int = 2, done: dict | None = None, **kw):
     """Run the probe once per fault, ``parallel`` worlds at a time (their time is spent waiting on timeouts);
-    one row each: who failed first, whom torchrun blames, the culprit."""
+    one row each: who failed first, whom torchrun blames, the culprit.  ``done``: runs already made (fault ->
+    RunResult, e.g. the one a notebook showed in detail), shown as they are instead of run again."""
     import pandas as pd
 
     kw.setdefault("live", False if parallel > 1 else None)
-    results = run_side_by_side({f: (lambda f=f: probe(nproc, timeout=timeout, size_mb=size_mb, fault=f,
-                                                      fault_rank=fault_rank, **kw)) for f in faults}, parallel)
+    done = {f: r for f, r in (done or {}).items() if f in faults}
+    ran = run_side_by_side({f: (lambda f=f: probe(nproc, timeout=timeout, size_mb=size_mb, fault=f,
+                                                  fault_rank=fault_rank, **kw)) for f in faults if f not in done},
+                           parallel)
+    results = {f: done[f] if f in done else ran[f] for f in faults}
     rows = []
     for fault, res in results.items():
         s = res.to_dict()
