@@ -39,7 +39,7 @@ def bare_torchrun() -> dict:
                          capture_output=True, text=True, timeout=300, cwd=script.parent)
     wall = time.time() - t
     shutil.rmtree(script.parent, ignore_errors=True)
-    root = re.search(r"Root Cause.*?rank\s*:\s*(\d+)", out.stdout + out.stderr, re.S)
+    root = re.search(r"Root Cause.*?rank\s*:\s*(\d+)", out.stdout + out.stderr, re.DOTALL)
     return {"how": "bare torchrun (baseline)", "culprit": f"{root[1]} (torchrun's Root Cause)" if root else "none",
             "named at s": round(wall, 1), "after divergence s": "", "wall s": round(wall, 1)}
 

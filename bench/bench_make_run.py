@@ -49,7 +49,7 @@ def once() -> dict:
 
 def rows(reps: int) -> list[dict]:
     runs = [once() for _ in range(max(1, min(reps, 3)))]
-    med = lambda xs: round(statistics.median(xs), 1)  # noqa: E731
+    med = lambda xs: round(statistics.median(xs), 1)
     out = [{"what": f"notebook {name}", "median s": med([r["per"][name] for r in runs]), "vs one after another": ""}
            for name in runs[0]["per"]]
     serial = med([sum(r["per"].values()) for r in runs])

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from nbhelpers.diagnosis.tracebacks import stack_frames
 
-__all__ = ["Position", "position", "Hang", "HangTracker", "rank_ranges"]
+__all__ = ["Hang", "HangTracker", "Position", "position", "rank_ranges"]
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ import os
 import re
 import shlex
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import psutil
 
@@ -30,7 +30,7 @@ from nbhelpers.diagnosis.hang import position, rank_ranges
 from nbhelpers.errors import AttachError
 from nbhelpers.runtime.stacks import dump_many
 
-__all__ = ["RankProc", "Attached", "find_jobs", "attach", "merge", "attach_commands"]
+__all__ = ["Attached", "RankProc", "attach", "attach_commands", "find_jobs", "merge"]
 
 LAUNCHER = re.compile(r"(?:^|[/\s])(?:torchrun|torch\.distributed\.(?:run|launch)|accelerate(?:\s+launch)?|"
                       r"accelerate\.commands\.launch|deepspeed|deepspeed\.launcher\.\w+|srun|mpirun|mpiexec)(?:\s|$)")

@@ -17,7 +17,7 @@ from nbhelpers.diagnosis.culprit import find_culprit
 from nbhelpers.diagnosis.hang import Hang, HangTracker
 from nbhelpers.runtime.stacks import dump_many
 
-__all__ = ["HangWatch", "HangReport"]
+__all__ = ["HangReport", "HangWatch"]
 
 
 @dataclass

@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["py_spy", "dump_text", "dump_many", "DUMP_TIMEOUT_S"]
+__all__ = ["DUMP_TIMEOUT_S", "dump_many", "dump_text", "py_spy"]
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 DUMP_TIMEOUT_S = 10.0
