@@ -110,13 +110,13 @@ KERNEL = textwrap.dedent("""
     while len(list(run.log_dir.glob("rank*.json"))) < 2:  # both shims have started their rank
         time.sleep(0.1)
     print("started", flush=True)
-    time.sleep(float(sys.argv[1]))   # 0: a clean exit (atexit); long: wait to be SIGKILLed
+    sys.stdin.readline()   # the test counts the world's processes, then: a newline (a clean exit, atexit) or SIGKILL
 """)
 
 
 @pytest.mark.parametrize("how", ["exit", "sigkill"])
 def test_ranks_do_not_outlive_their_kernel(runs_dir, how):
-    kernel = subprocess.Popen([sys.executable, "-c", KERNEL, "0" if how == "exit" else "600"],
+    kernel = subprocess.Popen([sys.executable, "-c", KERNEL], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True, env=dict(os.environ))
     assert kernel.stdout.readline().strip() == "started"
     deadline = time.time() + 15  # a rank just exec'ing may not show its environment for a moment
@@ -125,6 +125,9 @@ def test_ranks_do_not_outlive_their_kernel(runs_dir, how):
     assert len(workbook_processes(str(runs_dir))) >= 5  # torchrun, 2 shims, 2 ranks
     if how == "sigkill":
         kernel.kill()
+    else:
+        kernel.stdin.write("\n")
+        kernel.stdin.flush()
     kernel.wait(30)
     deadline = time.time() + 40
     while workbook_processes(str(runs_dir)) and time.time() < deadline:

@@ -422,8 +422,21 @@ class Run:
         if self.proc is None or self.proc.poll() is not None:
             return {}
         self.stop_reason, self.stop_time = reason, time.time()
+        self._dump_stacks()
         shims = [p for p in procs.alive(procs.snapshot(self.root)) if _is_shim(p)]
         return procs.stop_tree(self.root, first=[self.root, *shims], grace=self.grace)
+
+    def _dump_stacks(self) -> None:
+        """Every running rank's stack, read at once before any rank is stopped (a rank torn down first would
+        move the others: its peers leave their collective with "Connection closed by peer").  The shims keep
+        these instead of reading their rank again when the TERM reaches them."""
+        from nbhelpers.runtime.stacks import dump_many
+
+        pids = {r: rec["pid"] for r, rec in self.records().items() if rec.get("pid") and "returncode" not in rec}
+        for r, text in dump_many(pids, nonblocking=False).items():
+            tmp = self.log_dir / f"rank{r}.stack.txt.tmp"
+            tmp.write_text(text)
+            os.replace(tmp, self.log_dir / f"rank{r}.stack.txt")
 
     def wait(self, live: bool | None = None, reraise: bool = True) -> RunResult:
         """Block until the world ends or the timeout strikes; a kernel interrupt (or KeyboardInterrupt raised

@@ -77,7 +77,8 @@ class Shim:
             return  # the rank ended on its own just before the stop: run() records how, it was not stopped
         self.record.update(stop_signal=signal.Signals(signum).name, stop_time=time.time())
         if child is not None and child.poll() is None:
-            dump_stack(child.pid, self.path(".stack.txt"))
+            if not self.path(".stack.txt").exists():  # the launcher reads every rank at once before a stop
+                dump_stack(child.pid, self.path(".stack.txt"))
             self.record["stack_file"] = self.path(".stack.txt").name
             try:
                 os.killpg(child.pid, signum)
