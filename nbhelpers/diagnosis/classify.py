@@ -301,6 +301,8 @@ RULES: list[Rule] = [
     # NCCL and CUDA
     R("nccl_unhandled_cuda_error", "failed to open cuda ipc handle", weight=6),
     R("nccl_unhandled_cuda_error", "peer access is not supported", weight=5),
+    R("nccl_unhandled_cuda_error", "failed to find cuda library", weight=5),
+    R("checkpoint_corrupt", "storage has wrong size: expected", weight=7),
 ]
 
 NCCL_VERSION = re.compile(r"NCCL(?:_VERSION=\"?|\s+version\s+)(\d+\.\d+\.\d+)|^\((\d+), (\d+), (\d+)\)\s*$", re.I)
