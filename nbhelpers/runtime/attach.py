@@ -25,9 +25,10 @@ from pathlib import Path
 import psutil
 
 from nbhelpers.diagnosis.api import Verdict
-from nbhelpers.diagnosis.culprit import RankView, find_culprit
+from nbhelpers.diagnosis.culprit import RankView
 from nbhelpers.diagnosis.hang import position, rank_ranges
 from nbhelpers.errors import AttachError
+from nbhelpers.runtime.hangwatch import hang_verdict
 from nbhelpers.runtime.stacks import dump_many
 
 __all__ = ["Attached", "RankProc", "attach", "attach_commands", "find_jobs", "merge"]
@@ -155,10 +156,7 @@ class Attached:
 
 
 def _verdict(ranks: list[RankProc], stacks: dict[int, str]) -> Verdict:
-    from nbhelpers.runtime.launcher import read_sources
-
-    views = [RankView(rp.rank, stack=stacks.get(rp.rank, "")) for rp in ranks]
-    return find_culprit(views, "hang", None, "", read_sources(views))
+    return hang_verdict([RankView(rp.rank, stack=stacks.get(rp.rank, "")) for rp in ranks])
 
 
 def _pick(jobs: dict[int, list[RankProc]], pid: int | None) -> list[int]:

@@ -17,7 +17,7 @@ from nbhelpers.diagnosis.culprit import find_culprit
 from nbhelpers.diagnosis.hang import Hang, HangTracker
 from nbhelpers.runtime.stacks import dump_many
 
-__all__ = ["HangReport", "HangWatch"]
+__all__ = ["HangReport", "HangWatch", "hang_verdict"]
 
 
 @dataclass
@@ -71,9 +71,12 @@ class HangWatch:
         hang = self.tracker.hang(now)
         if hang is None:
             return None
-        from nbhelpers.runtime.launcher import read_sources
-
-        views = self.run.views(records, stacks)
-        verdict = find_culprit(views, "hang", now, "", read_sources(views))
-        self.report = HangReport(hang, verdict, time.time(), stacks)
+        self.report = HangReport(hang, hang_verdict(self.run.views(records, stacks), now), time.time(), stacks)
         return self.report
+
+
+def hang_verdict(views: list, now: float | None = None) -> Verdict:
+    """The culprit rules over ranks that are still running (their stacks, and the user's source they point at)."""
+    from nbhelpers.runtime.launcher import read_sources
+
+    return find_culprit(views, "hang", now, "", read_sources(views))
