@@ -79,10 +79,21 @@ def sh(*cmd: str, check: bool = True, timeout: float = 10.0) -> subprocess.Compl
     return res
 
 
-def namespaces() -> list[str]:
-    """The workbook's namespaces that exist now."""
+def namespaces(others: bool = True) -> list[str]:
+    """The workbook's namespaces that exist now.  ``others=False`` leaves out those of other live processes
+    (another notebook or test running labs beside this one): what is left is this process's (and its
+    children's) and any left behind by a process that is gone."""
     out = sh("ip", "netns", "list", check=False).stdout
-    return [line.split()[0] for line in out.splitlines() if line.startswith(PREFIX)]
+    names = [line.split()[0] for line in out.splitlines() if line.startswith(PREFIX)]
+    if others:
+        return names
+    me = psutil.Process()
+    mine = {me.pid, *(c.pid for c in me.children(recursive=True))}
+
+    def foreign(ns: str) -> bool:
+        m = NAME.match(ns)
+        return m is not None and int(m.group(1)) not in mine and psutil.pid_exists(int(m.group(1)))
+    return [ns for ns in names if not foreign(ns)]
 
 
 def kill_inside(ns: str, grace: float = 2.0) -> int:
