@@ -105,14 +105,6 @@ def execute(nb_path: Path, executed: Path, params: dict, tag: str = "") -> dict:
     return entry
 
 
-def exclusive(nb_path: Path) -> bool:
-    """A notebook that measures bandwidth or time (metadata ``nbhelpers.exclusive``) runs with nothing beside it."""
-    try:
-        return bool(json.loads(nb_path.read_text()).get("metadata", {}).get("nbhelpers", {}).get("exclusive"))
-    except (OSError, ValueError):
-        return True
-
-
 def _execute_one(nb_path: Path, out: Path, params: dict, tag: str) -> dict:
     print(f"{tag} running ...", file=sys.stderr, flush=True)
     entry = execute(nb_path, out / nb_path.name, params, tag)
@@ -121,29 +113,34 @@ def _execute_one(nb_path: Path, out: Path, params: dict, tag: str) -> dict:
     return entry
 
 
-def execute_all(books: list[Path], out: Path, params: dict, parallel: int = 2) -> list[tuple[Path, dict]]:
-    """Execute every notebook, each in its own process and kernel: those that measure nothing ``parallel`` at a
-    time, then the exclusive ones (bandwidth, timings) one by one.  Entries come back in the given order."""
+def execute_all(books: list[Path], out: Path, params: dict, parallel: int = 3) -> list[tuple[Path, dict]]:
+    """Execute every notebook, each in its own process and kernel, ``parallel`` at a time.  Their worlds share
+    the machine except while one measures (a sweep, a speed A/B test): that one has it to itself
+    (:mod:`nbhelpers.runtime.machine`).  Entries come back in the given order."""
     import multiprocessing
+    import os
     from concurrent.futures import ProcessPoolExecutor
 
+    from nbhelpers.runtime import machine
+
     tags = {b: f"[{i}/{len(books)}] {b.stem}:" for i, b in enumerate(books, 1)}
-    side = [b for b in books if parallel > 1 and not exclusive(b)]
-    entries: dict[Path, dict] = {}
-    if side:
+    if parallel <= 1 or len(books) == 1:
+        return [(b, _execute_one(b, out, params, tags[b])) for b in books]
+    before = os.environ.get(machine.ENV)
+    os.environ[machine.ENV] = before or str(out / ".machine.lock")  # the kernels and their worlds inherit it
+    try:
         with ProcessPoolExecutor(parallel, mp_context=multiprocessing.get_context("spawn")) as pool:
-            futures = {b: pool.submit(_execute_one, b, out, params, tags[b]) for b in side}
-            entries.update({b: f.result() for b, f in futures.items()})
-    for b in books:
-        if b not in entries:
-            entries[b] = _execute_one(b, out, params, tags[b])
-    return [(b, entries[b]) for b in books]
+            futures = {b: pool.submit(_execute_one, b, out, params, tags[b]) for b in books}
+            return [(b, futures[b].result()) for b in books]
+    finally:
+        if before is None:
+            os.environ.pop(machine.ENV, None)
 
 
 def run_all(out_root: Path | None = None, notebooks: list[Path] | None = None, parameters: dict | None = None,
-            parallel: int = 2) -> Path:
+            parallel: int = 3) -> Path:
     """Execute the notebooks headless; write executed copies, report.html and summary.json. Returns the folder.
-    Notebooks that measure nothing run ``parallel`` at a time (see :func:`execute_all`)."""
+    The notebooks run ``parallel`` at a time (see :func:`execute_all`)."""
     import nbformat
 
     from nbhelpers.runtime.devices import gpu_count

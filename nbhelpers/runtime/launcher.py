@@ -11,6 +11,7 @@ with every process of its tree gone (TERM, grace, KILL).
 """
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import os
@@ -35,7 +36,7 @@ from nbhelpers.diagnosis.redact import redact_text
 from nbhelpers.diagnosis.remedies import advice
 from nbhelpers.diagnosis.tracebacks import where_from
 from nbhelpers.errors import LaunchError, PortInUseError
-from nbhelpers.runtime import procs
+from nbhelpers.runtime import machine, procs
 from nbhelpers.runtime.events import parse_line
 from nbhelpers.runtime.launchspec import REPO_ROOT, LaunchSpec, child_env
 from nbhelpers.runtime.ports import check_port, free_port
@@ -320,6 +321,7 @@ class Run:
         self.result: RunResult | None = None
         self.early_verdict: Verdict | None = None
         self.early_verdict_s: float | None = None
+        self._claim = contextlib.ExitStack()  # the machine.shared() claim, held from start to finish
 
     @property
     def spec(self) -> LaunchSpec:
@@ -355,6 +357,7 @@ class Run:
                 if not picked or attempt == 4:
                     raise
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._claim.enter_context(machine.shared())  # waits while a measurement has the machine (machine.py)
         env = child_env({**self.env, "NBH_RUN_DIR": str(self.log_dir)})  # NBH_RUN_DIR: procs.find_runs() finds strays
         (self.log_dir / "command.txt").write_text(redact_text(shlex.join(self.command), env) + "\n")
         self.started = time.time()
@@ -364,6 +367,7 @@ class Run:
                                          env=env, start_new_session=True,
                                          preexec_fn=procs.parent_death_preexec())
         except OSError as exc:
+            self._claim.close()
             raise LaunchError(f"could not start torchrun: {exc}") from exc
         self.root = psutil.Process(self.proc.pid)
         procs.register(self.root)
@@ -484,6 +488,7 @@ class Run:
                 p.kill()
             psutil.wait_procs(leftovers, timeout=3)
             cleanup["orphans_killed"] = len(leftovers)
+        self._claim.close()
         procs.unregister(self.proc.pid)
         self.ended = self.exited if self.nnodes > 1 and self.exited else time.time()
         self.poll()
@@ -534,6 +539,11 @@ def run_one(module: str, args: Sequence[str], *, timeout: float, prefix: Sequenc
     env = child_env({"NBH_RUN_DIR": str(runs_dir() / f"{module}-{uuid.uuid4().hex[:6]}"),  # find_runs() finds strays
                      "OMP_NUM_THREADS": "1"})
     cmd = [*prefix, sys.executable, "-m", f"nbhelpers.workers.{module}", *args]
+    with machine.shared():
+        return _run_one(cmd, env, timeout, progress)
+
+
+def _run_one(cmd: list[str], env: dict, timeout: float, progress) -> tuple[int | None, list[dict], str]:
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             env=env, start_new_session=True, preexec_fn=procs.parent_death_preexec(signal.SIGKILL),
                             text=True, errors="replace")

@@ -13,6 +13,7 @@ not favour one config.
 """
 from __future__ import annotations
 
+import contextlib
 import statistics
 import sys
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from typing import Sequence
 
 from nbhelpers.errors import ConfigError
 from nbhelpers.runtime.launchconfig import Config
+from nbhelpers.runtime import machine
 from nbhelpers.runtime.launcher import RunResult, launch
 
 STAGE_ORDER = ["fingerprint", "rendezvous", "device", "compute", "small_allreduce", "barrier", "large_allreduce",
@@ -178,6 +180,13 @@ def ab_test(configs: Sequence[Config], target: str = "allreduce_bench", args: Se
             raise ConfigError(", ".join(c.name for c in configs if c.problems(interfaces)), problems)
     ab = ABResult(configs, target, nproc)
     total = len(configs) * repeats
+    # a speed benchmark has the machine to itself; a failure A/B (time to the error) runs beside other work
+    with machine.exclusive() if target == "allreduce_bench" else contextlib.nullcontext():
+        _ab_runs(ab, configs, target, args, nproc, repeats, run_timeout, quiet, total)
+    return ab
+
+
+def _ab_runs(ab, configs, target, args, nproc, repeats, run_timeout, quiet, total) -> None:
     for rep in range(repeats):
         for cfg in configs:
             res = launch(target, ["--timeout", str(cfg.timeout_s), *args], nproc=nproc, env=cfg.env, live=False,
@@ -188,4 +197,3 @@ def ab_test(configs: Sequence[Config], target: str = "allreduce_bench", args: Se
                 extra = "" if res.ok else f" ({res.category or res.verdict.kind})"
                 print(f"[{len(ab.runs)}/{total}] {cfg.name} rep {rep + 1}: {res.status}{extra} in {res.wall_s:.1f} s",
                       file=sys.stderr, flush=True)
-    return ab

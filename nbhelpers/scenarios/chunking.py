@@ -3,6 +3,7 @@ all_reduce that a rank never joins (:func:`nbhelpers.chunked.chunked_all_reduce`
 from __future__ import annotations
 
 from nbhelpers.errors import WorkbookError
+from nbhelpers.runtime import machine
 from nbhelpers.runtime.launcher import launch
 from nbhelpers.scenarios.api import Gallery
 
@@ -20,9 +21,10 @@ def compare_chunking(size_mb: float = 64.0, chunks_mb=(1, 4, 16), *, nproc: int 
     import pandas as pd
 
     cfg = ",".join(str(c) for c in (0, *chunks_mb))
-    res = launch("chunking", ["--size-mb", str(size_mb), "--chunks-mb", cfg, "--reps", str(reps),
-                              "--timeout", str(timeout), "--chunk-timeout", str(timeout)],
-                 nproc=nproc, timeout=timeout * 3 + 60, live=live, name="chunking", **{"hang_after": None, **kw})
+    with machine.exclusive():  # timings and RSS: nothing else runs on this machine meanwhile
+        res = launch("chunking", ["--size-mb", str(size_mb), "--chunks-mb", cfg, "--reps", str(reps),
+                                  "--timeout", str(timeout), "--chunk-timeout", str(timeout)],
+                     nproc=nproc, timeout=timeout * 3 + 60, live=live, name="chunking", **{"hang_after": None, **kw})
     if not res.ok:
         raise WorkbookError(f"the chunking run failed: {res.verdict.reason}", f"logs in {res.log_dir}")
     by: dict[str, list[dict]] = {}

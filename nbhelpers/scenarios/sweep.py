@@ -11,6 +11,7 @@ from __future__ import annotations
 import statistics
 
 from nbhelpers.diagnosis.busbw import bus_factor, human
+from nbhelpers.runtime import machine
 from nbhelpers.runtime.launcher import launch
 from nbhelpers.scenarios.api import Gallery
 
@@ -27,9 +28,10 @@ def sweep(sizes: str = "4K:256M:4", *, op: str = "all_reduce", nproc: int = 2, w
     """Run the sweep worker on ``nproc`` ranks; return its table (raises if the run failed)."""
     from nbhelpers.errors import WorkbookError
 
-    res = launch("sweep", sweep_args(op=op, sizes=sizes, warmup=warmup, iters=iters, timeout=timeout,
-                                     backend=backend), nproc=nproc, timeout=run_timeout, live=live,
-                 name=f"sweep-{op}", **{"hang_after": None, **kw})  # timings: no stack sampling
+    with machine.exclusive():  # bandwidth: nothing else runs on this machine meanwhile
+        res = launch("sweep", sweep_args(op=op, sizes=sizes, warmup=warmup, iters=iters, timeout=timeout,
+                                         backend=backend), nproc=nproc, timeout=run_timeout, live=live,
+                     name=f"sweep-{op}", **{"hang_after": None, **kw})  # timings: no stack sampling
     if not res.ok:
         raise WorkbookError(f"the {op} sweep failed: {res.verdict.reason}",
                             f"logs in {res.log_dir}; rank 0's tail:\n{res.log(0, 15)}")
