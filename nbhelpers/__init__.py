@@ -11,6 +11,12 @@ events) <- ``scenarios`` (the kernel side of each incident) <- ``views`` (tables
 ``report``.  ``checkpoint`` and ``chunked`` are utilities for users' own training code; ``errors``
 is the one exception root; ``workers`` are the rank programs.
 
+Names say what comes back.  A function named after an incident or an experiment (``probe``, ``race``,
+``sweep``, ``timeouts``, ``desync_scenario``, ``supervise``, ``launch``) starts ranks and returns a
+``RunResult``; ``*_gallery`` runs several and returns a ``Gallery`` (a table plus its runs); ``*_table``
+returns a pandas DataFrame, ``*_chart`` and ``*timeline`` a plotly figure; ``check_*``, ``lint_*``,
+``parse_*``, ``classify*`` and ``find_*`` read what they are given and start nothing.
+
 Importing this package starts nothing and imports neither torch nor plotly: the names below are
 loaded from their modules when first used.
 """
@@ -67,12 +73,12 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "peak_busbw": ("scenarios.sweep", "peak_busbw"),
     "compare_chunking": ("scenarios.chunking", "compare_chunking"),
     "missing_rank": ("scenarios.chunking", "missing_rank"),
-    "scenario": ("scenarios.desync", "scenario"),
+    "desync_scenario": ("scenarios.desync", "desync_scenario"),
     "desync_gallery": ("scenarios.desync", "gallery"),
-    "sequences": ("scenarios.desync", "sequences"),
+    "sequence_table": ("scenarios.desync", "sequence_table"),
     "sequence_chart": ("scenarios.desync", "sequence_chart"),
-    "flight_recorder": ("scenarios.desync", "flight_recorder"),
-    "rank_errors": ("scenarios.desync", "errors"),
+    "flight_recorder_table": ("scenarios.desync", "flight_recorder_table"),
+    "rank_error_table": ("scenarios.desync", "rank_error_table"),
     "timeouts": ("scenarios.timeouts", "timeouts"),
     "race": ("scenarios.ckptrace", "race"),
     "variant_table": ("scenarios.ckptrace", "variant_table"),
@@ -130,22 +136,22 @@ _EXPORTS: dict[str, tuple[str, str]] = {
 }
 
 __all__ = [
-    'ABResult', 'CheckpointError', 'CheckpointManager', 'Config', 'ConfigError', 'EnvEditor', 'Failure',
-    'Gallery', 'Lab', 'LaunchError', 'MultiResult', 'MultiRun', 'Plan', 'PortInUseError', 'Rule', 'Run',
-    'RunResult', 'Verdict', 'WorkbookError', 'ab_test', 'advice_lint_table', 'atomic_save', 'attach',
-    'attach_commands', 'bus_factor',
-    'causes_table', 'channel_table', 'check_path', 'check_table', 'chunked_all_reduce', 'classify',
-    'classify_file', 'classify_logs', 'collect_fingerprint', 'compare_chunking', 'desync_gallery', 'env_catalog',
-    'env_editor', 'error_table', 'example', 'explain_torn', 'export_button', 'export_report', 'fault_gallery',
-    'find_culprit', 'findings_table', 'fingerprint_table', 'flight_recorder', 'fr_report', 'free_port', 'full_disk',
-    'has_end_record', 'launch', 'launch_ssh', 'lint_env', 'lint_table', 'measure', 'missing_rank', 'nccl_chart',
-    'nccl_debug_run', 'nccl_effects', 'nccl_sample', 'nccl_summary', 'nccl_transport_ab', 'parse_nccl',
-    'parse_watchdog', 'paste_box', 'peak_busbw', 'preset', 'presets_table', 'probe', 'probe_port', 'race',
-    'race_cause', 'race_timeline', 'rank0_collective', 'rank_errors', 'record', 'route_to', 'run_all',
-    'run_fault', 'run_lab', 'safe_load', 'scale_up', 'scan_ports', 'scenario', 'sequence_chart', 'sequences',
-    'setup_notebook', 'shm_dataloader', 'shm_table', 'show_findings', 'sigkill_test', 'slow_or_stuck',
-    'stage_table', 'start_nodes', 'supervise', 'sweep', 'sweep_chart', 'timeline', 'timeouts', 'trials_table',
-    'truncated_copy', 'variant_table', 'watchdog_table', 'would_pick',
+    'ABResult', 'CheckpointError', 'CheckpointManager', 'Config', 'ConfigError', 'EnvEditor', 'Failure', 'Gallery',
+    'Lab', 'LaunchError', 'MultiResult', 'MultiRun', 'Plan', 'PortInUseError', 'Rule', 'Run', 'RunResult',
+    'Verdict', 'WorkbookError', 'ab_test', 'advice_lint_table', 'atomic_save', 'attach', 'attach_commands',
+    'bus_factor', 'causes_table', 'channel_table', 'check_path', 'check_table', 'chunked_all_reduce', 'classify',
+    'classify_file', 'classify_logs', 'collect_fingerprint', 'compare_chunking', 'desync_gallery',
+    'desync_scenario', 'env_catalog', 'env_editor', 'error_table', 'example', 'explain_torn', 'export_button',
+    'export_report', 'fault_gallery', 'find_culprit', 'findings_table', 'fingerprint_table',
+    'flight_recorder_table', 'fr_report', 'free_port', 'full_disk', 'has_end_record', 'launch', 'launch_ssh',
+    'lint_env', 'lint_table', 'measure', 'missing_rank', 'nccl_chart', 'nccl_debug_run', 'nccl_effects',
+    'nccl_sample', 'nccl_summary', 'nccl_transport_ab', 'parse_nccl', 'parse_watchdog', 'paste_box', 'peak_busbw',
+    'preset', 'presets_table', 'probe', 'probe_port', 'race', 'race_cause', 'race_timeline', 'rank0_collective',
+    'rank_error_table', 'record', 'route_to', 'run_all', 'run_fault', 'run_lab', 'safe_load', 'scale_up',
+    'scan_ports', 'sequence_chart', 'sequence_table', 'setup_notebook', 'shm_dataloader', 'shm_table',
+    'show_findings', 'sigkill_test', 'slow_or_stuck', 'stage_table', 'start_nodes', 'supervise', 'sweep',
+    'sweep_chart', 'timeline', 'timeouts', 'trials_table', 'truncated_copy', 'variant_table', 'watchdog_table',
+    'would_pick'
 ]
 
 if TYPE_CHECKING:  # what editors and type checkers see; at run time each name loads on first use
@@ -208,12 +214,12 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time each name l
         trials_table,
         variant_table,
     )
-    from nbhelpers.scenarios.desync import errors as rank_errors
     from nbhelpers.scenarios.desync import (
-        flight_recorder,
-        scenario,
+        desync_scenario,
+        flight_recorder_table,
+        rank_error_table,
         sequence_chart,
-        sequences,
+        sequence_table,
     )
     from nbhelpers.scenarios.desync import gallery as desync_gallery
     from nbhelpers.scenarios.nccl import nccl_debug_run, nccl_transport_ab

@@ -2,7 +2,7 @@
 import pytest
 
 from nbhelpers.diagnosis.culprit import RankView, desync, find_culprit
-from nbhelpers.scenarios.desync import guilty_rank, scenario, sequences
+from nbhelpers.scenarios.desync import desync_scenario, guilty_rank, sequence_table
 from nbhelpers.scenarios.timeouts import timeouts
 
 
@@ -68,10 +68,10 @@ def test_a_rank_that_is_merely_behind_is_no_desync():
 
 @pytest.mark.parametrize("name", ["skip", "rank0-only"])
 def test_desync_scenarios_name_the_guilty_rank(runs_dir, name):
-    res = scenario(name, nproc=3, timeout=2, live=False)
+    res = desync_scenario(name, nproc=3, timeout=2, live=False)
     assert res.status == "failed"
     assert res.culprit == guilty_rank(name) and res.verdict.kind == "desync", res.verdict
-    seq = sequences(res)
+    seq = sequence_table(res)
     assert list(seq.index) == [0, 1, 2] and seq.shape[1] >= 4
 
 

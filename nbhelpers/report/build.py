@@ -119,6 +119,7 @@ def execute_all(books: list[Path], out: Path, params: dict, parallel: int = 3) -
     (:mod:`nbhelpers.runtime.machine`).  Entries come back in the given order."""
     import multiprocessing
     import os
+    import tempfile
     from concurrent.futures import ProcessPoolExecutor
 
     from nbhelpers.runtime import machine
@@ -127,7 +128,8 @@ def execute_all(books: list[Path], out: Path, params: dict, parallel: int = 3) -
     if parallel <= 1 or len(books) == 1:
         return [(b, _execute_one(b, out, params, tags[b])) for b in books]
     before = os.environ.get(machine.ENV)
-    os.environ[machine.ENV] = before or str(out / ".machine.lock")  # the kernels and their worlds inherit it
+    lock = Path(tempfile.gettempdir()) / f"nbh-machine-{os.getpid()}.lock"
+    os.environ[machine.ENV] = before or str(lock)  # the kernels and their worlds inherit it
     try:
         with ProcessPoolExecutor(parallel, mp_context=multiprocessing.get_context("spawn")) as pool:
             futures = {b: pool.submit(_execute_one, b, out, params, tags[b]) for b in books}
@@ -135,6 +137,8 @@ def execute_all(books: list[Path], out: Path, params: dict, parallel: int = 3) -
     finally:
         if before is None:
             os.environ.pop(machine.ENV, None)
+            for p in (lock, lock.with_name(lock.name + ".gate")):
+                p.unlink(missing_ok=True)
 
 
 def run_all(out_root: Path | None = None, notebooks: list[Path] | None = None, parameters: dict | None = None,

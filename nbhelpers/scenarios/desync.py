@@ -1,6 +1,6 @@
 """Notebook 03's calls for the real causes of collective timeouts: run a scenario, name the rank, chart it.
 
-    res = scenario("skip")                       # 3 ranks, rank 1 skips a collective
+    res = desync_scenario("skip")                # 3 ranks, rank 1 skips a collective
     res.culprit                                   # 1
     sequence_chart(res)                           # rank x collective sequence: where each rank stopped
     gallery()                                     # every scenario, one row each
@@ -18,7 +18,7 @@ from nbhelpers.scenarios.api import Gallery, run_side_by_side
 FAULTY = ("straggler", "skip", "shape", "rank0-only", "crash")
 
 
-def scenario(name: str, *, nproc: int = 3, fault_rank: int = 1, timeout: float = 3.0, stall: float = 30.0,
+def desync_scenario(name: str, *, nproc: int = 3, fault_rank: int = 1, timeout: float = 3.0, stall: float = 30.0,
              detail: bool = False, monitored: float = 0.0, flight_recorder: int = 64, steps: int = 3,
              run_timeout: float | None = None, live: bool | None = None, **kw) -> RunResult:
     """Run one scenario; ``detail`` sets TORCH_DISTRIBUTED_DEBUG=DETAIL; ``flight_recorder`` its buffer size."""
@@ -49,7 +49,7 @@ def gallery(names=FAULTY, *, nproc: int = 3, fault_rank: int = 1, timeout: float
 
     def job(spec: str):
         name, _, opt = spec.partition("+")
-        return scenario(name, nproc=nproc, fault_rank=fault_rank, timeout=timeout, detail=opt == "detail",
+        return desync_scenario(name, nproc=nproc, fault_rank=fault_rank, timeout=timeout, detail=opt == "detail",
                         monitored=timeout if opt == "monitored" else 0.0, **kw)
 
     kw.setdefault("live", False if parallel > 1 else None)
@@ -67,7 +67,7 @@ def gallery(names=FAULTY, *, nproc: int = 3, fault_rank: int = 1, timeout: float
     return Gallery(table, results)
 
 
-def sequences(res: RunResult):
+def sequence_table(res: RunResult):
     """Rank x collective number: the call each rank made (✔ done, ✘ failed, … never returned)."""
     import pandas as pd
 
@@ -87,7 +87,7 @@ def sequence_chart(res: RunResult, title: str | None = None):
     """A heatmap, rank x collective number, coloured by outcome: where each rank stopped, and on what."""
     import plotly.graph_objects as go
 
-    df = sequences(res)
+    df = sequence_table(res)
     code = {"✔": 0, "…": 1, "✘": 2, "·": None}
     z = [[code.get(str(c)[:1]) for c in row] for row in df.values]
     fig = go.Figure(go.Heatmap(
@@ -102,7 +102,7 @@ def sequence_chart(res: RunResult, title: str | None = None):
     return fig
 
 
-def flight_recorder(res: RunResult):
+def flight_recorder_table(res: RunResult):
     """The Flight Recorder entries each rank dumped when its collective failed (torch records gloo too)."""
     import pandas as pd
 
@@ -116,7 +116,7 @@ def flight_recorder(res: RunResult):
     return pd.DataFrame(rows)
 
 
-def errors(res: RunResult):
+def rank_error_table(res: RunResult):
     """Per rank: exit code or signal, and the last line of the error its failing collective raised."""
     import pandas as pd
 

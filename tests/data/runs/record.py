@@ -36,9 +36,9 @@ def user(script, *args):
 
 
 def desync(name, nproc):
-    from nbhelpers.scenarios.desync import scenario
+    from nbhelpers.scenarios.desync import desync_scenario
 
-    return lambda: scenario(name, nproc=nproc, timeout=3.0, live=False)
+    return lambda: desync_scenario(name, nproc=nproc, timeout=3.0, live=False)
 
 
 RUNS = {
