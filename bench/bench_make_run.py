@@ -1,6 +1,6 @@
 """`make run` (python -m nbhelpers run-all): wall time per notebook, and kernel start to the first culprit shown.
 
-Runs every notebook as `make run` does (quick parameters, four at a time, measurements alone on the machine)
+Runs every notebook as `make run` does (quick parameters, three at a time, measurements alone on the machine)
 into a temporary report folder.  Baseline, same run: the sum of the notebooks' own times, i.e. what the run
 would take one notebook after another.  "First culprit": in notebook 01, from the kernel's first cell
 starting to the end of the cell that shows the faulty run's culprit (papermill's cell times).
