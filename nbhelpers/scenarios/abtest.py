@@ -166,8 +166,10 @@ class ABResult:
 
 def ab_test(configs: Sequence[Config], target: str = "allreduce_bench", args: Sequence[str] = (), *, nproc: int = 2,
             repeats: int = 2, check: bool = True, run_timeout: float | None = None,
-            interfaces: list[dict] | None = None, quiet: bool = False) -> ABResult:
-    """Run ``target`` once per config per repeat (interleaved); refuse bad configs before any launch."""
+            interfaces: list[dict] | None = None, quiet: bool = False, measure: bool | None = None) -> ABResult:
+    """Run ``target`` once per config per repeat (interleaved); refuse bad configs before any launch.
+    ``measure``: the runs have the machine to themselves (:func:`nbhelpers.runtime.machine.exclusive`); by
+    default when ``target`` is the speed benchmark.  Pass False for an A/B that compares outcomes, not speed."""
     configs = list(configs)
     if len(configs) < 2:
         raise ValueError("an A/B test needs at least two configs")
@@ -180,8 +182,10 @@ def ab_test(configs: Sequence[Config], target: str = "allreduce_bench", args: Se
             raise ConfigError(", ".join(c.name for c in configs if c.problems(interfaces)), problems)
     ab = ABResult(configs, target, nproc)
     total = len(configs) * repeats
-    # a speed benchmark has the machine to itself; a failure A/B (time to the error) runs beside other work
-    with machine.exclusive() if target == "allreduce_bench" else contextlib.nullcontext():
+    # a speed benchmark has the machine to itself; an A/B of outcomes (pass or fail, which error) runs beside others
+    if measure is None:
+        measure = target == "allreduce_bench"
+    with machine.exclusive() if measure else contextlib.nullcontext():
         _ab_runs(ab, configs, target, args, nproc, repeats, run_timeout, quiet, total)
     return ab
 
