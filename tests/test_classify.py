@@ -151,6 +151,36 @@ def test_nccls_own_shared_memory_is_not_the_dataloader():
                       )[0].category == "dataloader_shm"
 
 
+TRAIN = Path(C.__file__).resolve().parent.parent / "data" / "corpus" / "train.jsonl"
+
+
+def train_log(thread: str) -> str:
+    """A real snippet of the training split (its source is in the row)."""
+    return next(r["log"] for r in rows_of(TRAIN) if r["id"] == thread)
+
+
+def test_watchdog_timeouts_in_different_operations_at_one_seqnum_are_a_mismatch():
+    # pytorch/pytorch#77030: rank 0 in REDUCE, the others in _ALLGATHER_BASE, all at SeqNum=3742816
+    top = C.classify(train_log("pytorch/pytorch#77030"))[0]
+    assert top.category == "collective_mismatch" and "SeqNum=3742816" in top.evidence[0].text
+    assert "REDUCE, _ALLGATHER_BASE" in top.evidence[0].text
+    # every rank timing out in the same operation is the plain timeout (a late or dead rank elsewhere)
+    same_op = "\n".join(line for line in train_log("pytorch/pytorch#77030").splitlines() if "REDUCE" not in line)
+    assert C.classify(same_op)[0].category == "collective_timeout"
+
+
+def test_a_cause_ranked_over_its_louder_timeouts_keeps_its_confidence():
+    found = C.classify(train_log("pytorch/pytorch#77030"))
+    assert found[0].confidence > found[1].confidence and found[1].category == "collective_timeout"
+
+
+def test_torch_warnings_that_carry_a_real_version_error_count():
+    text = ("/usr/local/lib/python3.10/dist-packages/torch/cuda/__init__.py:124: UserWarning: CUDA initialization: The "
+            "NVIDIA driver on your system is too old (found version 11000). Please update your GPU driver\n")
+    assert C.classify(text)[0].category == "version_mismatch"
+    assert C.classify("/x/torch/nn/modules/module.py:1: UserWarning: the module is deprecated\n") == []
+
+
 def test_a_real_port_in_use_message_is_port_in_use():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

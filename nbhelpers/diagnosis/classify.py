@@ -35,6 +35,7 @@ class Rule:
     pattern: str | None = None  # regex (case-insensitive) that must then match the line
     weight: float = 3.0
     context: bool = False       # counts only if the log also holds a non-context finding
+    in_warnings: bool = False   # also fires on a deprecation/user warning line (torch warns some real errors)
 
     def matches(self, line: str) -> bool:
         return self.pattern is None or _compiled(self.pattern).search(line) is not None
@@ -90,7 +91,7 @@ RULES: list[Rule] = [
     R("collective_timeout", "timeout(ms)=", r"opType=\w+.*Timeout\(ms\)=\d+", 2),
     # collective mismatch
     R("collective_mismatch", "detected mismatch between collectives", weight=9),
-    R("collective_mismatch", "collective mismatch", weight=6),
+    R("collective_mismatch", "collective mismatch", r"^(?!.*net/ib)", 6),  # not NCCL's IB "collective mismatch error"
     R("collective_mismatch", "doesn't match expected size", weight=7),
     R("collective_mismatch", "is running collective", r"but rank \d+ is running collective", 8),
     R("collective_mismatch", "collectivefingerprint", weight=2),
@@ -231,9 +232,11 @@ RULES: list[Rule] = [
     # version mismatch
     R("version_mismatch", "undefined symbol", r"undefined symbol: *nccl|undefined symbol", 7),
     R("version_mismatch", "no kernel image is available", weight=8),
-    R("version_mismatch", "driver version is insufficient", weight=8),
-    R("version_mismatch", "is not compatible with the current pytorch installation", weight=7),
-    R("version_mismatch", "nvidia driver on your system is too old", weight=8),
+    # torch says these in a UserWarning ("CUDA initialization: The NVIDIA driver on your system is too old", "... with
+    # CUDA capability sm_120 is not compatible with the current PyTorch installation"): the job then fails elsewhere
+    R("version_mismatch", "driver version is insufficient", weight=8, in_warnings=True),
+    R("version_mismatch", "is not compatible with the current pytorch installation", weight=7, in_warnings=True),
+    R("version_mismatch", "nvidia driver on your system is too old", weight=8, in_warnings=True),
     R("version_mismatch", "version mismatch", r"nccl|cuda|driver", 5),
     R("version_mismatch", "mismatches the version that was used to compile", weight=7),
     R("version_mismatch", "unsupported toolchain", r"ptx", 7),
@@ -303,12 +306,33 @@ RULES: list[Rule] = [
     R("nccl_unhandled_cuda_error", "peer access is not supported", weight=5),
     R("nccl_unhandled_cuda_error", "failed to find cuda library", weight=5),
     R("checkpoint_corrupt", "storage has wrong size: expected", weight=7),
+    # a traceback through init's rendezvous (env://, tcp://, c10d store) that ends in an error no other rule names
+    R("rendezvous_timeout", "rendezvous_iterator", weight=2.5),
+    R("rendezvous_timeout", "_create_c10d_store", weight=2.5),
+    R("rendezvous_timeout", "c10d_rendezvous_backend", r"c10d_rendezvous_backend\.py", 2.5),  # a frame, not its logger
+    R("rendezvous_timeout", "tasks to start", r"timed out|time_out", 5),   # horovodrun: hosts never registered
+    R("rendezvous_timeout", "http_store", r"ioexception|timeout|timed out", 4),  # horovod's gloo rendezvous
+    # NCCL's shared-memory transport faulting on a too small /dev/shm (SIGBUS inside NCCL's threads)
+    R("nccl_system_error", "caught signal 7", r"bus error", 4),
+    R("nccl_system_error", "ncclshmopen", weight=5),
+    R("nccl_system_error", "shmrecvsetup", weight=4),
+    R("nccl_system_error", "shmsendsetup", weight=4),
+    R("collective_mismatch", "are different across gpus", weight=6),  # mmcv: ranks logged different losses
+    R("version_mismatch", "does not match the version torch was compiled", r"exception|error|unable", 7),
+    R("network_interface", "unable to find interface for", weight=7),  # gloo: the address matches no interface
+    # NCCL's socket connect gave up: the last of its retries ("retrying (34/34)") to an unreachable peer
+    R("network_interface", "no route to host", r"retrying \((\d+)/\1\)", 5),
+    R("infiniband", "net/ofi", r"error|fail", 5),  # the AWS OFI (EFA) network plugin
 ]
 
 NCCL_VERSION = re.compile(r"NCCL(?:_VERSION=\"?|\s+version\s+)(\d+\.\d+\.\d+)|^\((\d+), (\d+), (\d+)\)\s*$", re.I)
-CONTEXT_NEEDLES = ("nccl version", "nccl_version=", "sequencenumber=", "worker_count=")  # whole-log checks
+CONTEXT_NEEDLES = ("nccl version", "nccl_version=", "sequencenumber=", "worker_count=", "seqnum=")  # whole-log checks
 BARRIER_COUNTS = re.compile(r"world_size=(\d+), worker_count=(\d+)")
 SEQ_NUMBER = re.compile(r"\[Rank (\d+)\].*SequenceNumber=(\d+)")
+# the watchdog's "WorkNCCL(SeqNum=3742816, OpType=REDUCE, ...)": ranks timing out at the same sequence number of the
+# same process group in different operations called different collectives there (a mismatch, not a slow rank)
+WORK_OP = re.compile(r"SeqNum=(\d+),\s*OpType=(\w+)")
+PG_ID = re.compile(r"PG ID (\d+)")
 RANK_PATTERNS = [re.compile(p) for p in (r"\[rank(\d+)\]", r"\[Rank (\d+)\]", r"\brank\s*:\s*(\d+)",
                                          r"on rank:? (\d+)", r"\[default(\d+)\]:", r"local_rank:\s*(\d+)")]
 NCCL_PREFIX = re.compile(r"^(?:\S+\s+)?([A-Za-z0-9_.-]+):(\d+):(\d+) \[(\d+)\]")
@@ -401,6 +425,7 @@ class _State:
         self.nccl_versions: dict[str, int] = {}
         self.seq_numbers: dict[int, int] = {}
         self.seq_line: int | None = None
+        self.work_ops: dict[tuple[str, int], dict[str, int]] = {}   # (pg, seq) -> {op: first line}
         self.waits: dict[tuple[str, str], int] = {}
         self.lines = 0
         self.tail = b""        # the last bytes seen: what the model reads when no rule fires
@@ -456,7 +481,7 @@ def _scan(chunk: bytes, base: int, st: _State) -> None:
                 _context(needle, line, lineno, st)
                 continue
             for rule in _BY_NEEDLE[needle]:
-                if rule.matches(line) and not NOISE.search(line):
+                if rule.matches(line) and (rule.in_warnings or not NOISE.search(line)):
                     st.add(rule, lineno, line)
     st.lines = base + chunk.count(b"\n")
 
@@ -466,6 +491,12 @@ def _context(needle: str, line: str, lineno: int, st: _State) -> None:
         m = BARRIER_COUNTS.search(line)
         if m and int(m.group(2)) > int(m.group(1)):
             st.add(OVERCOUNT, lineno, line)
+        return
+    if needle == "seqnum=":
+        m, pg = WORK_OP.search(line), PG_ID.search(line)
+        if m:
+            ops = st.work_ops.setdefault((pg.group(1) if pg else "", int(m.group(1))), {})
+            ops.setdefault(m.group(2).upper(), lineno)
         return
     if needle == "sequencenumber=":
         m = SEQ_NUMBER.search(line)
@@ -583,6 +614,14 @@ def _findings(st: _State) -> list[Finding]:
         st.evidence.setdefault("collective_mismatch", []).insert(0, Evidence(
             st.seq_line or 1, f"ranks are at different collective sequence numbers ({desc})"))
         st.first_line.setdefault("collective_mismatch", st.seq_line or 1)
+    split = next(((seq, ops) for (_, seq), ops in st.work_ops.items() if len(ops) >= 2), None)
+    if split:
+        seq, ops = split
+        scores["collective_mismatch"] = scores.get("collective_mismatch", 0) + 7
+        st.evidence.setdefault("collective_mismatch", []).insert(0, Evidence(
+            min(ops.values()), f"ranks timed out at the same collective (SeqNum={seq}) in different operations: "
+                               f"{', '.join(sorted(ops))}"))
+        st.first_line.setdefault("collective_mismatch", min(ops.values()))
     scores = {c: s for c, s in scores.items() if s > 0}
     if not scores:
         return []
@@ -603,8 +642,9 @@ def _findings(st: _State) -> list[Finding]:
     for i, c in enumerate(order):
         s = scores[c]
         conf = min(0.97, 0.35 + 0.06 * s)
-        if i == 0 and len(order) > 1:
-            conf *= 0.75 + 0.25 * min(1.0, (top - scores[order[1]]) / top + 0.5)
+        rivals = [scores[o] for o in order[1:] if not (strong_cause and o in consequences)]
+        if i == 0 and rivals:  # a cause is not made less sure by the louder timeouts it explains
+            conf *= 0.75 + 0.25 * min(1.0, (top - rivals[0]) / top + 0.5)
         elif i > 0:
             conf *= 0.6
         out.append(Finding(c, conf, s, st.evidence.get(c, [])[:MAX_EVIDENCE]))
