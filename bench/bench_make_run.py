@@ -43,7 +43,11 @@ def once() -> dict:
     summary = json.loads((out / "summary.json").read_text())
     per = {Path(b["notebook"]).stem: b["seconds"] for b in summary["notebooks"]}
     res = {"wall": wall, "ok": summary["ok"], "per": per, "culprit": first_culprit_s(out / "01_diagnose.ipynb")}
-    shutil.rmtree(root, ignore_errors=True)
+    if summary["ok"]:
+        shutil.rmtree(root, ignore_errors=True)
+    else:  # keep what failed to be read
+        failed = [Path(b["notebook"]).stem for b in summary["notebooks"] if b.get("status") != "ok"]
+        print(f"  a run failed ({', '.join(failed) or 'see summary.json'}): report kept in {out}", flush=True)
     return res
 
 
