@@ -49,6 +49,9 @@ def test_a_stalled_rank_is_named_although_torchrun_blames_the_other(runs_dir):
     assert "timed out waiting for rank 1" in res.verdict.victims[0]
     assert "inject" in res.stack(1)  # the py-spy dump shows where rank 1 was: in the injected sleep
     assert res.category == "collective_timeout"
+    top2 = res.to_dict()["candidates"]  # the log classifier's two likeliest, as the CLI and the report show them
+    assert top2[0]["category"] == "collective_timeout" and top2[0]["by"] == "rules" and 0 < top2[0]["confidence"] <= 0.97
+    assert len(top2) <= 2 and all(c["confidence"] <= top2[0]["confidence"] for c in top2)
 
 
 @pytest.mark.parametrize("fault", ["never-join", "wrong-port"])

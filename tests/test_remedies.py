@@ -40,3 +40,7 @@ def test_cli_report_and_notebook_give_the_same_advice_for_one_recorded_run(tmp_p
     assert all(r in verdict_text(res) for r in res.remedies)                  # the CLI's text
     assert run_payload(res, expect="fail")["remedies"] == res.remedies        # the report
     assert all(r.replace("'", "&#x27;") in res._repr_html_() for r in res.remedies)  # the notebook
+    # and the same top 2 of the log classifier, with its confidence, in each
+    top2 = ", ".join(f"{c['category']} {c['confidence']:.2f}" for c in verdict_dict(res)["candidates"])
+    assert top2.startswith("collective_timeout 0.") and run_payload(res)["candidates"] == verdict_dict(res)["candidates"]
+    assert f"top 2: {top2})" in verdict_text(res) and f"top 2: {top2}." in res._repr_html_()

@@ -31,10 +31,13 @@ def test_summary_says_what_failed_where(planted_report):
     assert fail["ename"] == "RuntimeError" and fail["execution_count"] is not None
     first = summary["incidents"][0]
     assert first["notebook"] == "02_fails.ipynb" and first["category"] == "rendezvous_timeout", first
+    assert first["candidates"][0] == {"category": "rendezvous_timeout", "confidence": first["candidates"][0]["confidence"],
+                                      "by": "rules"} and 0.5 <= first["candidates"][0]["confidence"] <= 0.97
     assert first["link"] == f"#cell-id=02_fails-c{fail['cell']}"
     run = next(i for i in summary["incidents"] if i["kind"] == "run")
     assert run["rank"] == 1 and run["node"] == summary["fingerprint"]["hostname"], run
     assert any("auth failed" in e for e in run["evidence"]), run["evidence"]
+    assert run["candidates"] == [] and run["category"], run  # a bare RuntimeError: the log classifier names nothing
     records = books["01_incident.ipynb"]["records"]
     assert [r["kind"] for r in records] == ["run", "value"] and records[1]["value"] == 42
     assert records[0]["outcome"] == "failed" and records[0]["culprit_rank"] == 1
@@ -54,6 +57,7 @@ def test_report_is_one_self_contained_file_summary_first(planted_report):
     fail = json.loads((out / "summary.json").read_text())["notebooks"][1]["failure"]
     assert f"id='cell-id=02_fails-c{fail['cell']}'" in text  # the summary's link has a target
     assert "papermill-error-cell" not in text
+    assert "the log's top 2: <code>rendezvous_timeout</code> 0." in text
 
 
 def test_planted_secrets_reach_no_output_file(planted_report):

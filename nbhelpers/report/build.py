@@ -252,7 +252,7 @@ def evidence_lines(finding, traceback_lines: list[str]) -> list[str]:
 def build_summary(entries: list[dict], nbs: list, *, started: str, gpus: int | None = None,
                   parameters: dict | None = None) -> dict:
     """summary.json: fingerprint, each notebook's status, failure location, records, timings; incidents first."""
-    from nbhelpers.diagnosis.classify import classify
+    from nbhelpers.diagnosis.classify import classify, second_opinion
     from nbhelpers.diagnosis.fingerprint import collect
 
     try:
@@ -272,6 +272,10 @@ def build_summary(entries: list[dict], nbs: list, *, started: str, gpus: int | N
             text = (fail or {}).get("traceback") or entry.get("error") or ""
             found = classify(text) if text else []
             top = found[0] if found else None
+            candidates = [{"category": f.category, "confidence": round(f.confidence, 2), "by": f.by} for f in found[:2]]
+            if text and not found:  # nothing confident: the model's two likeliest, marked as a guess
+                candidates = [{"category": c, "confidence": round(p, 2), "by": "model, not confident"}
+                              for c, p in second_opinion(text)["top2"]]
             lines = [ln for ln in text.splitlines() if ln.strip()]
             incidents.append({
                 "kind": "notebook", "notebook": entry["notebook"], "what": describe_failure(fail) or entry.get("error"),
@@ -280,7 +284,7 @@ def build_summary(entries: list[dict], nbs: list, *, started: str, gpus: int | N
                 "category": top.category if top else None, "title": top.title if top else None,
                 "remedy": top.remedies[0] if top else "Read the traceback of that cell; a failed self-check means "
                 "this machine does not behave as the notebook claims: file it with this report.",
-                "evidence": evidence_lines(top, lines),
+                "evidence": evidence_lines(top, lines), "candidates": candidates,
                 "link": f"#cell-id={cell_anchor(stem, fail['cell'])}" if fail else f"#nb-{stem}"})
         for r in records:
             if r.get("kind") != "run":
@@ -288,7 +292,7 @@ def build_summary(entries: list[dict], nbs: list, *, started: str, gpus: int | N
             item = {"kind": "run", "notebook": entry["notebook"], "what": f"{r['label']}: {r['status']}",
                     "where": r.get("reason"), "rank": r.get("culprit_rank"), "node": r.get("culprit_host"),
                     "category": r.get("category"), "title": r.get("title"), "remedy": r.get("remedy"),
-                    "evidence": r.get("evidence", [])[:4], "outcome": r["outcome"],
+                    "evidence": r.get("evidence", [])[:4], "outcome": r["outcome"], "candidates": r.get("candidates", []),
                     "link": f"#cell-id={cell_anchor(stem, r['cell'])}"}
             if r["outcome"] in ("failed", "unexpected"):
                 incidents.append(item)
@@ -413,10 +417,13 @@ def _incident_html(it: dict) -> str:
         who.append(f"node {esc(it['node'])}")
     cause = f"<b>{esc(it['title'])}</b> (<code>{esc(it['category'])}</code>)" if it.get("category") else "not classified"
     ev = "".join(f"<pre>{esc(e)[:500]}</pre>" for e in it.get("evidence", []))
+    top2 = ", ".join(f"<code>{esc(c['category'])}</code> {c['confidence']:.2f}" + (f" ({esc(c['by'])})" if c["by"] != "rules" else "")
+                     for c in it.get("candidates") or [])
     return (f"<div class='nbh-incident'><b>{esc(it['notebook'])}</b>: {esc(it['what'])}"
             f" <a href='{esc(it['link'])}'>go to the cell</a><br>"
             f"Where: {esc(it.get('where'))}{' · ' + ', '.join(who) if who else ''}<br>"
-            f"Classified cause: {cause}<br>Remedy: {esc(it.get('remedy') or '-')}"
+            f"Classified cause: {cause}" + (f" · the log's top 2: {top2}" if top2 else "")
+            + f"<br>Remedy: {esc(it.get('remedy') or '-')}"
             + (f"<br>Evidence:{ev}" if ev else "") + "</div>")
 
 

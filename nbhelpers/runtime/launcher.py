@@ -243,6 +243,9 @@ class RunResult:
                 "culprit_host": (self.records.get(self.culprit) or {}).get("host") if self.culprit is not None else None,
                 "first_error": self.first_error(), "remedies": self.remedies,
                 "evidence_lines": [str(e) for e in (top.evidence if top and top.failure == self.failure else [])],
+                # the log classifier's two likeliest categories with their confidence (CLI, report, record)
+                "candidates": [] if self.ok else [
+                    {"category": f.category, "confidence": round(f.confidence, 2), "by": f.by} for f in self.findings[:2]],
                 "hang": self.hang,
                 "exit_codes": {str(r): rec.get("returncode") for r, rec in sorted(self.records.items())},
                 "log_dir": str(self.log_dir)}
@@ -270,8 +273,9 @@ class RunResult:
             head += (f"<p>Hang named live, {h['after_divergence_s']:.1f} s after the ranks diverged: <b>{html.escape(who)}</b>"
                      f" ({html.escape(h['reason'])}).</p>")
         if self.failure is not None:
+            top2 = ", ".join(f"{f.category} {f.confidence:.2f}" for f in self.findings[:2])
             head += (f"<p>Classified cause: <b>{html.escape(CATEGORIES[self.failure].title)}</b> "
-                     f"(<code>{self.category}</code>).</p>")
+                     f"(<code>{self.category}</code>){f'; the logs&#x27; top 2: {top2}' if top2 else ''}.</p>")
         if self.remedies:
             head += "<p>What to do:</p><ol>" + "".join(f"<li>{html.escape(r)}</li>" for r in self.remedies) + "</ol>"
         evidence = "".join(f"<li><code>{html.escape(e[:400])}</code></li>" for e in v.evidence)
