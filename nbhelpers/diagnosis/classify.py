@@ -258,7 +258,7 @@ RULES: list[Rule] = [
     # collective mismatch: the ranks' models or calls differ
     R("collective_mismatch", "appears not to match sizes of the same param in process", weight=8),
     R("collective_mismatch", "ddp expects same model across all ranks", weight=8),
-    R("collective_mismatch", "_verify_param_shape_across_processes", weight=5),
+    R("collective_mismatch", "_verify_param_shape_across_processes", weight=3),  # a frame: any error in DDP's first check passes it
     R("collective_mismatch", "mismatched allreduce", weight=7),
     R("collective_mismatch", "mismatched", r"mismatched (allreduce|allgather|broadcast|alltoall)", 6),
     R("collective_mismatch", "op.preamble.length <= op.nbytes", weight=7),
