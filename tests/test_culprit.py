@@ -22,6 +22,7 @@ DECIDED_BY = {  # recorded run -> the rule that must decide it
     "mismatch": C.size_mismatch,
     "exit-abort": C.exit_without_destroy,
     "exit": C.crashed,
+    "desync-crash-3-loaded": C.crashed,   # killed itself, stopped by torchrun while still dying (see its run.json)
     "never-join": C.named,
     "stall": C.late,
     "rank0-collective": C.unmatched,
@@ -115,3 +116,15 @@ def test_a_size_mismatch_blames_nobody_and_points_at_detail():
     v = C.size_mismatch(ev)
     assert v.culprit is None and "TORCH_DISTRIBUTED_DEBUG=DETAIL" in v.reason
     assert any("doesn't match expected size" in e for e in v.evidence)
+
+
+def test_a_rank_still_dying_of_its_own_sigkill_when_stopped_is_the_culprit_not_a_size_mismatch():
+    # recorded under load: rank 1's record says stop_signal SIGTERM (torchrun's), signal SIGKILL (its own, 9 ms later);
+    # rank 0 aborted on the torn message ("Received data size doesn't match expected size")
+    ev, _ = evidence("desync-crash-3-loaded")
+    one = ev.by_rank[1]
+    assert one.record["stop_signal"] == "SIGTERM" and one.record["signal"] == "SIGKILL" and one.crashed
+    assert C.size_mismatch(ev) is None and C.crashed(ev).culprit == 1
+    # a SIGKILL that comes after the grace period is the stop's own escalation: not a crash
+    late = {**one.record, "end": one.record["stop_time"] + 8.5}
+    assert not C.RankView(1, one.events, late, one.log, one.stack).crashed

@@ -33,6 +33,7 @@ UNREACHABLE = re.compile(
     r"client socket has timed out after \d+ ?ms while trying to connect to|failed to connect|"
     r"Connection refused|No route to host|Unable to find address for|EADDRINUSE|Name or service not known",
     re.I)
+KILLED_BEFORE_ESCALATION_S = 1.0
 SIZE_MISMATCH = re.compile(r"doesn't match expected size|collective mismatch", re.I)
 EXIT_ABORT = re.compile(r"terminate called without an active exception")
 FATAL = re.compile(r"^(?:\[rank\d+\]:\s*)?Fatal Python error: ")  # faulthandler's dump follows (PYTHONFAULTHANDLER)
@@ -84,8 +85,16 @@ class RankView:
 
     @property
     def crashed(self) -> bool:
-        rc = self.record.get("returncode")
-        return rc not in (0, None) and not self.record.get("stop_signal")
+        """Died on its own: a non-zero exit nobody asked for.  A rank that was already dying of SIGKILL (it killed
+        itself, or the OOM killer did) when torchrun's stop reached it still counts: the stop's own escalation to
+        SIGKILL comes only after a grace period (the launcher's ``grace``, torchrun's 30 s), never within a second."""
+        rc, stop = self.record.get("returncode"), self.record.get("stop_signal")
+        if rc in (0, None):
+            return False
+        if not stop:
+            return True
+        killed_at_once = self.record.get("end", 0) - self.record.get("stop_time", 0) < KILLED_BEFORE_ESCALATION_S
+        return self.record.get("signal") == "SIGKILL" and stop != "SIGKILL" and killed_at_once
 
     def current_stage(self, by: float) -> str | None:
         """The stage this rank was in at ``by`` (its last event, if that one opened or failed a stage)."""

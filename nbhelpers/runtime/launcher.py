@@ -306,7 +306,8 @@ class Run:
             host, _, p = rdzv_endpoint.rpartition(":")
             port = int(p)
         self.target, self.args, self.nproc = target, list(args), nproc
-        self.timeout, self.grace, self.host = timeout, grace, host
+        # at least 1 s: a SIGKILL within a second of a stop is read as the rank's own death (culprit.RankView.crashed)
+        self.timeout, self.grace, self.host = timeout, max(grace, 1.0), host
         self.env = {k: str(v) for k, v in (env or {}).items()}
         self.port = port
         self.name = name or Path(target).stem
