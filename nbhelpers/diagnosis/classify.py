@@ -85,7 +85,7 @@ RULES: list[Rule] = [
     R("collective_timeout", "for recv operation", r"timed out waiting \d+ ?ms for recv operation", 6),
     R("collective_timeout", "for send operation", r"timed out waiting \d+ ?ms for send operation", 6),
     R("collective_timeout", "watchdog got stuck", weight=5),
-    R("collective_timeout", "detected by watchdog", weight=3),
+    R("collective_timeout", "detected by watchdog", r"^(?!.*nccl error is detected)", 3),  # not an NCCL error's report
     R("collective_timeout", "failed to pass monitoredbarrier", weight=5),
     R("collective_timeout", "some nccl operations have failed or timed out", weight=1.5),
     R("collective_timeout", "timeout(ms)=", r"opType=\w+.*Timeout\(ms\)=\d+", 2),
@@ -122,6 +122,7 @@ RULES: list[Rule] = [
     R("nccl_system_error", "connect to", r"nccl warn.*connect to .* failed", 4),
     # "Call to connect returned Connection refused" (2.x), "Call to connect timeout : Connection refused" and
     # "Call to connect failed : Connection timed out" (NCCL 2.3/2.4)
+    # the "..., retrying" INFO lines count too: in the training split they are all that failing logs show (2 of 2)
     R("nccl_system_error", "call to connect", r"refused|abort|reset|unreachable|timed out|timeout", 3),
     R("nccl_system_error", "software caused connection abort", r"nccl|socket", 3),
     R("nccl_internal_or_invalid_usage", "internal error - please report", weight=5),
@@ -323,6 +324,121 @@ RULES: list[Rule] = [
     # NCCL's socket connect gave up: the last of its retries ("retrying (34/34)") to an unreachable peer
     R("network_interface", "no route to host", r"retrying \((\d+)/\1\)", 5),
     R("infiniband", "net/ofi", r"error|fail", 5),  # the AWS OFI (EFA) network plugin
+    # --- from the libraries' own source, not from any corpus: torch 2.13 (its python and libtorch_cpu's strings),
+    #     gloo, NCCL (newest commit, tags back to 2.10); each needle as the code prints it, where in the comment
+    # torch/distributed/elastic/utils/distributed.py:123
+    R('rendezvous_timeout', 'members to join', r'timed out waiting for all \d+ members to join', 7),
+    # torch/distributed/elastic/rendezvous/etcd_rendezvous.py:318
+    R('rendezvous_timeout', 'rendezvous timeout occurred in etcdrendezvoushandler', weight=6),
+    # torch/distributed/elastic/rendezvous/etcd_server.py:243
+    R('rendezvous_timeout', 'timed out waiting for etcd server to be ready', weight=5),
+    # torch/distributed/elastic/rendezvous/dynamic_rendezvous.py:446
+    R('rendezvous_timeout', 'rendezvousstateerror', weight=4),
+    # torch/csrc/distributed/c10d/socket.cpp,
+    R('rendezvous_timeout', 'distnetworkerror', r'distnetworkerror(?!.*(got|sent) 0 bytes)', 3),
+    # torch/csrc/distributed/c10d/FileStore.cpp (libtorch_cpu.so)
+    R('rendezvous_timeout', 'timeout waiting for key:', r'timeout waiting for key: \S+ after \d+ ms', 5),
+    # torch/csrc/distributed/c10d/socket.cpp (libtorch_cpu.so)
+    R('rendezvous_timeout', 'waitforinput: socket', r'waitforinput: socket .* timed out after \d+ ?ms', 3),
+    # torch/csrc/distributed/c10d/socket.cpp
+    R('rendezvous_timeout', 'has timed out, will retry', r'the server socket on .* has timed out, will retry', 3),
+    # torch/csrc/distributed/c10d/socket.cpp
+    R('rendezvous_timeout', 'temporary failure in name resolution', r'gai error|c10d|socket\.cpp|nccl', 4),
+    # torch/csrc/distributed/c10d/TCPStore.cpp (libtorch_cpu.so)
+    R('rendezvous_timeout', 'response is expected', r'(stop_waiting|wait_canceled) response is expected', 4),
+    R('rendezvous_timeout', 'invalid nccl_comm_id', weight=5),  # nccl/src/bootstrap.cc:114
+    # torch/distributed/elastic/utils/distributed.py:111
+    R('port_in_use', 'already in use', r'port:? \d+ already in use(?!, attempt)', 7),
+    # torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp
+    R('collective_timeout', 'heartbeat monitor timed out', weight=6),
+    # torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp
+    R('collective_timeout', 'received a dump signal due to a collective timeout', weight=5),
+    # torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp
+    R('collective_timeout', 'observed flight recorder dump signal from another rank', weight=4),
+    # torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp
+    R('collective_timeout', 'terminating the process after attempting to dump debug info', r'due to (collective timeout|processgroupnccl watchdog hang)', 4),
+    R('collective_timeout', 'timed out in blocking wait', weight=6),  # torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp
+    # torch/csrc/distributed/c10d/ProcessGroupGloo.cpp (libtorch_cpu.so)
+    R('collective_timeout', 'timed out in monitoredbarrier after', weight=6),
+    # torch/csrc/distributed/c10d/ProcessGroupGloo.cpp
+    R('collective_timeout', 'successfully reached monitoredbarrier, but received errors', weight=4),
+    R('collective_timeout', 'application timeout caused pair closure', weight=6),  # torch/gloo
+    # torch/gloo
+    R('collective_timeout', 'read timeout', r'(gloo|pair\.cc|buffer\.cc).*read timeout|read timeout \[', 4),
+    # torch/gloo
+    R('collective_timeout', 'write timeout', r'(gloo|pair\.cc|buffer\.cc).*write timeout|write timeout \[', 4),
+    # torch/csrc/distributed/c10d/Work.cpp (libtorch_cpu.so)
+    R('collective_timeout', 'operation timed out!', r'(runtimeerror|distbackenderror|work\.cpp|c10d).*operation timed out!', 4),
+    R('collective_timeout', 'timeout at collective:', weight=5),  # torch/csrc/distributed/c10d/TraceUtils.h
+    # torch/csrc/distributed/c10d/TraceUtils.h
+    R('collective_timeout', 'are the lagging ranks that caused this timeout', weight=5),
+    # torch/csrc/distributed/c10d/TraceUtils.h
+    R('collective_timeout', 'lagging/dead/mismatched ranks that caused the desync', weight=4),
+    # torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp
+    R('collective_timeout', 'could not acquire gil within 300 ms on exit', weight=3),
+    # nccl/src/transport/net_socket.cc:636
+    R('collective_mismatch', 'message truncated : receiving', r'net/socket.*message truncated : receiving \d+ bytes instead of \d+', 4),
+    R('collective_mismatch', 'message truncated : received', r'bootstrap|nccl warn', 4),  # nccl/src/bootstrap.cc:224
+    R('network_interface', 'net/socket : no interface found', weight=6),  # nccl/src/transport/net_socket.cc:61
+    R('network_interface', 'verify nccl_oob_net_ifname', weight=7),  # nccl/src/bootstrap.cc:577
+    R('nccl_system_error', 'exceeded retries', r'socket(start|poll)connect: exceeded retries', 5),  # nccl/v2.21.5-1
+    R('nccl_system_error', 'exceeded timeouts', r'socket(start|poll)connect: exceeded timeouts', 5),  # nccl/v2.21.5-1
+    # nccl/src/os/linux.cc:288
+    R('nccl_system_error', 'exceeded error retry count', r'connect to .* returned .*exceeded error retry count|accept.*exceeded error retry count', 5),
+    R('nccl_system_error', 'call to recv from', r'call to recv from .* failed', 5),  # nccl/v2.21.5-1
+    R('nccl_system_error', 'call to send to', r'call to send to .* failed', 5),  # nccl/src/os/linux.cc:362
+    R('nccl_system_error', 'poll() failed with error', r'socketpollconnect', 4),  # nccl/v2.21.5-1
+    # nccl/v2.21.5-1
+    R('nccl_system_error', 'accept failed:', r'(sockettryaccept|ncclossockettryaccept): accept failed', 5),
+    R('nccl_system_error', 'socket creation failed', r'nccl|net :', 5),  # nccl/v2.21.5-1
+    # nccl/src/proxy.cc:1861
+    R('nccl_system_error', 'error encountered progressing operation', r'res=2\b', 4),  # res: the ncclResult (2 system)
+    R('nccl_system_error', 'failed to initialize any net plugin', weight=5),  # nccl/src/plugin/net.cc:349
+    R('nccl_internal_or_invalid_usage', 'multiple ranks are using the same gpu', weight=8),  # nccl/src/init.cc:1057
+    R('nccl_internal_or_invalid_usage', 'has already checked in', r'bootstrap root', 5),  # nccl/src/bootstrap.cc:348
+    R('nccl_internal_or_invalid_usage', 'mismatch in rank count from procs', weight=5),  # nccl/v2.21.5-1
+    R('version_mismatch', 'mismatched nccl version detected', weight=8),  # nccl/src/init.cc:1043
+    R('version_mismatch', 'nccl library is too old', weight=8),  # nccl/src/dev_runtime.cc:1428
+    R('version_mismatch', 'nccl library is not backwards compatible', weight=8),  # nccl/src/dev_runtime.cc:1444
+    R('version_mismatch', 'compiled with too old version of nccl', weight=7),  # nccl/src/devcomm/devcomm_v22902.cc:109
+    R('version_mismatch', 'failed to load cuda missing symbol', weight=6),  # nccl/v2.18.3-1
+    # torch/distributed/distributed_c10d.py:2181
+    R('version_mismatch', "distributed package doesn't have nccl built in", weight=6),
+    # torch/csrc/distributed/c10d/TCPStore.cpp (libtorch_cpu.so)
+    R('version_mismatch', 'use_libuv was requested but pytorch was buil', weight=6),
+    R('version_mismatch', 'does not include kernels for this gpu', weight=7),  # torch/cuda/__init__.py:390
+    R('version_mismatch', 'no published pytorch cuda builds for release', weight=7),  # torch/cuda/__init__.py:400
+    # torch/cuda/__init__.py:428
+    R('version_mismatch', 'the current pytorch install supports cuda capabilities', weight=6),
+    R('version_mismatch', 'torch not compiled with cuda enabled', weight=5),  # torch/cuda/__init__.py:522
+    R('version_mismatch', 'libcudart functions unavailable', weight=5),  # torch/cuda/__init__.py:525
+    # cudaErrorSystemDriverMismatch
+    R('version_mismatch', 'unsupported display driver / cuda driver combination', weight=8, in_warnings=True),
+    # torch/csrc/cuda
+    R('version_mismatch', 'forward compatibility was attempted on non supported hw', weight=7, in_warnings=True),
+    R('version_mismatch', 'cuda driver is a stub library', weight=6, in_warnings=True),  # cudaErrorStubLibrary
+    R('version_mismatch', 'device kernel image is invalid', weight=6),  # cudaErrorInvalidKernelImage
+    R('version_mismatch', 'ptx jit compiler library not found', weight=5),  # cudaErrorJitCompilerNotFound
+    # torch/__init__.py
+    # (not NCCL probing for its optional net plugin, nor its own "Failed to find CUDA library" WARN, named above)
+    R('version_mismatch', 'cannot open shared object file',
+      r'^(?!.*(nccl info|libnccl-net|failed to find cuda library))'
+      r'.*lib(nccl|cuda|cudart|cudnn|cublas|cublaslt|nvrtc|nvjitlink|cusparse|cufft|curand|torch|c10|nvidia-ml)\S*\.so', 6),
+    R('version_mismatch', 'not found (required by', r"^(?!.*libibverbs: warning).*version `[^']+' not found \(required by", 6),  # dynamic
+    # torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp
+    R('version_mismatch', 'processgroupnccl is only supported with gpus, no gpus found', weight=3),
+    R('oom_in_collective', 'failed to cuda host alloc', weight=5),  # nccl/src/include/alloc.h:159
+    # nccl/src/include/alloc.h:178
+    R('oom_in_collective', 'failed to malloc', r'nccl warn failed to malloc \d+ bytes', 4),
+    R('oom_in_collective', 'unrecoverable error detected: malloc', weight=5),  # nccl/src/misc/utils.cc:318
+    # torch/gloo (libtorch_cpu.so)
+    R('rendezvous_timeout', 'failed to connect, willretry=0', r'remote=\[(?!127\.|::1\]|::ffff:127\.)', 5),
+    R('network_interface', 'failed to connect, willretry=0', r'remote=\[(127\.|::1\]|::ffff:127\.)', 6),  # torch/gloo
+    # torch/distributed/rendezvous.py:218
+    R('rendezvous_timeout', 'error initializing torch.distributed using', weight=6),
+    R('rendezvous_timeout', 'no rendezvous handler for', weight=5),  # torch/distributed/rendezvous.py:100
+    # nccl/src/bootstrap.cc:335
+    R('nccl_internal_or_invalid_usage', 'mismatch in info from procs', r'bootstrap root', 5),
 ]
 
 NCCL_VERSION = re.compile(r"NCCL(?:_VERSION=\"?|\s+version\s+)(\d+\.\d+\.\d+)|^\((\d+), (\d+), (\d+)\)\s*$", re.I)
