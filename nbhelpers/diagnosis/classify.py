@@ -439,6 +439,75 @@ RULES: list[Rule] = [
     R('rendezvous_timeout', 'no rendezvous handler for', weight=5),  # torch/distributed/rendezvous.py:100
     # nccl/src/bootstrap.cc:335
     R('nccl_internal_or_invalid_usage', 'mismatch in info from procs', r'bootstrap root', 5),
+    # second batch from the source: NCCL's IB transport, aws-ofi-nccl, torch's serialization, DataLoader and libshm,
+    # the DDP reducer, FSDP, the CUDA libraries' allocation failures, gloo's device code, the elastic agent
+    # nccl/src/transport/net_ib/common.cc:32
+    R('infiniband', 'communicator encountered a fatal error', r'detected in ncclib\w*', 7),
+    # nccl/src/transport/net_ib/p2p_resiliency.cc:64
+    R('infiniband', 'the error is fatal (', r'net/ib.*the error is fatal \(.*cannot continue', 6),
+    R('infiniband', 'attempted to connect incompatible devices', weight=6),  # nccl/src/transport/net_ib/connect.cc:987
+    R('infiniband', 'device is incompatible with the local', r'net/ib', 6),  # nccl/src/transport/net_ib/connect.cc:1034
+    R('infiniband', 'ooo rq is force enabled but', weight=5),  # nccl/src/transport/net_ib/connect.cc:670
+    R('infiniband', 'nccl_ib_subnet_prefix_len=', r'out of range', 5),  # nccl/src/transport/net_ib/connect.cc:529
+    R('infiniband', 'unable to use gin: peermem is not supported', weight=5),  # nccl/src/transport/net_ib/gin.cc:42
+    # aws-ofi-nccl/src/nccl_ofi_rdma.cpp:1996
+    R('infiniband', 'unable to insert remote address into address vector', r'net/ofi', 5),
+    # aws-ofi-nccl/src/nccl_ofi_ofiutils.cpp:359
+    R('infiniband', "gdr support reported to nccl but then couldn't be configured", weight=6),
+    # aws-ofi-nccl/src/nccl_ofi_rdma.cpp:7328
+    R('infiniband', 'provider does not support 4 bytes of immediate data', weight=5),
+    # aws-ofi-nccl/src/nccl_ofi_net.cpp:651
+    R('version_mismatch', 'efa provider requires at least libfabric version', weight=6),
+    R('checkpoint_corrupt', 'invalid magic number; corrupt file?', weight=7),  # torch/serialization.py:1888
+    # torch/serialization.py:1891
+    R('checkpoint_corrupt', 'invalid protocol version:', r'invalid protocol version: -?\d+', 4),
+    R('checkpoint_corrupt', 'archive does not contain any files', weight=6),  # caffe2/serialize/inline_container.cc
+    # caffe2/serialize/inline_container.cc
+    R('checkpoint_corrupt', 'file in archive is not in a subdirectory', weight=5),
+    # caffe2/serialize/inline_container.cc
+    R('checkpoint_corrupt', 'mismatch with read size', r'record size \d+ mismatch with read size \d+', 6),
+    # zipfile
+    R('checkpoint_corrupt', 'badzipfile', r'badzipfile:\s*(file is not a zip file|bad magic number|bad crc-32|truncated|corrupt)', 5),
+    R('checkpoint_corrupt', 'truncated file: eof =', weight=7),  # h5py)
+    # torch/utils/data/dataloader.py:1327
+    R('dataloader_shm', 'communication with the workers is no longer possible', weight=6),
+    R('dataloader_shm', 'received 0 items of ancdata', weight=6),  # CPython
+    R('dataloader_shm', 'unable to resize file <', r'</torch_|/dev/shm', 6),  # torch/lib/libtorch_cpu.so)
+    R('dataloader_shm', 'no response from torch_shm_manager', weight=5),  # torch/lib/libshm/core.cpp
+    R('dataloader_shm', 'shared memory manager connection has timed out', weight=5),  # torch/lib/libshm/socket.h
+    # torch/distributed/elastic/multiprocessing/errors/__init__.py:142
+    R('dataloader_shm', 'received by pid', r'signal 7 \(sigbus\) received by pid', 3),
+    # aten/src/ATen/cuda/CublasHandlePool.cpp
+    R('oom_in_collective', '_status_alloc_failed', r'(cublas|cusparse|cusolver|cudnn)_status_alloc_failed', 7),
+    R('oom_in_collective', 'cufft_alloc_failed', weight=6),  # aten/src/ATen/native/cuda/CuFFTUtils.h
+    R('oom_in_collective', 'hip out of memory', weight=8),  # c10/cuda/CUDACachingAllocator.cpp
+    R('oom_in_collective', 'driver error: out of memory', weight=7),  # c10/cuda/driver_api.h
+    R('oom_in_collective', 'cuda_error_out_of_memory', weight=7),  # CUDA
+    R('oom_in_collective', 'nvml_success == r internal assert failed', weight=5),  # c10/cuda/CUDACachingAllocator.cpp
+    # torch/csrc/distributed/c10d/ProcessGroupGloo.cpp
+    R('network_interface', 'to a (local) address', r'cannot resolve \S+ to a \(local\) address', 7),
+    R('network_interface', 'net : unsupported ip family', weight=4),  # nccl/src/misc/socket.cc:276
+    R('rendezvous_timeout', 'error encountered when getting address info', weight=5),  # nccl/src/misc/socket.cc:257
+    R('rendezvous_timeout', 'no valid <ipv4_or_hostname>:<port> pair found', weight=5),  # nccl/src/misc/socket.cc:246
+    # torch/csrc/distributed/c10d/reducer.cpp
+    R('collective_mismatch', 'expected to have finished reduction in the prior iteration', weight=7),
+    # torch/csrc/distributed/c10d/reducer.cpp
+    R('collective_mismatch', 'did not receive grad for rank', r'(parameter indices|parameters) which did not receive grad for rank \d+', 6),
+    R('collective_mismatch', 'has been marked as ready twice', weight=5),  # torch/csrc/distributed/c10d/reducer.cpp
+    # torch/csrc/distributed/c10d/reducer.cpp
+    R('collective_mismatch', 'expected to mark a variable ready only once', weight=5),
+    # torch/distributed/fsdp/_exec_order_utils.py:191
+    R('collective_mismatch', 'forward order differs across ranks', weight=7),
+    # torch/distributed/tensor/_collective_utils.py:299
+    R('collective_mismatch', 'inconsistent tensor metadata (including shape and stride) across ranks', weight=7),
+    R('collective_mismatch', 'op.preamble.roffset + op.preamble.length <= op.buf->size_', weight=7),  # torch/gloo
+    # torch/distributed/elastic/multiprocessing/errors/__init__.py:142
+    R('worker_killed', 'received by pid', r'signal 11 \(sigsegv\) received by pid', 5),
+    # torch/multiprocessing/spawn.py:193
+    R('worker_killed', 'terminated with signal', r'process \d+ terminated with signal (sigsegv|sigbus)', 5),
+    R('worker_killed', 'got termination signal:', weight=4),  # torch/distributed/elastic/agent/server/api.py:1005
+    # torch/distributed/elastic/multiprocessing/api.py:86
+    R('worker_killed', 'signalexception', r'process \d+ got signal: (1|9|15)\b', 4),
 ]
 
 NCCL_VERSION = re.compile(r"NCCL(?:_VERSION=\"?|\s+version\s+)(\d+\.\d+\.\d+)|^\((\d+), (\d+), (\d+)\)\s*$", re.I)
