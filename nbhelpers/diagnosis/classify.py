@@ -583,6 +583,10 @@ class Finding:
                 "score": round(self.score, 2), "explanation": self.explanation, "remedies": self.remedies,
                 "evidence": [{"line": e.line, "rank": e.rank, "host": e.host, "text": e.text} for e in self.evidence]}
 
+    def candidate(self) -> dict:
+        """The short form shown as one of the log's top 2: category, confidence, by."""
+        return {"category": self.category, "confidence": round(self.confidence, 2), "by": self.by}
+
     def __repr__(self) -> str:
         return f"<Finding {self.category} conf={self.confidence:.2f} evidence={len(self.evidence)} lines>"
 
@@ -741,6 +745,11 @@ def _second_opinion(st: _State) -> list[Finding]:
     numbered = {ln: i for i, ln in enumerate(text.splitlines(), first + 1)}
     ev = [Evidence(next((n for t, n in numbered.items() if ln in t), st.lines), ln) for ln in lines]
     return [Finding(label, p, 0.0, ev, by="model")]
+
+
+def top2_text(candidates: list[dict]) -> str:
+    """``[Finding.candidate(), ...]`` as one line: "collective_timeout 0.82, worker_killed 0.58"."""
+    return ", ".join(f"{c['category']} {c['confidence']:.2f}" for c in candidates[:2])
 
 
 def second_opinion(text: str) -> dict:

@@ -272,7 +272,7 @@ def build_summary(entries: list[dict], nbs: list, *, started: str, gpus: int | N
             text = (fail or {}).get("traceback") or entry.get("error") or ""
             found = classify(text) if text else []
             top = found[0] if found else None
-            candidates = [{"category": f.category, "confidence": round(f.confidence, 2), "by": f.by} for f in found[:2]]
+            candidates = [f.candidate() for f in found[:2]]
             if text and not found:  # nothing confident: the model's two likeliest, marked as a guess
                 candidates = [{"category": c, "confidence": round(p, 2), "by": "model, not confident"}
                               for c, p in second_opinion(text)["top2"]]

@@ -31,7 +31,8 @@ import psutil
 
 from nbhelpers.diagnosis.api import Failure, Verdict
 from nbhelpers.diagnosis.categories import CATEGORIES, run_failure
-from nbhelpers.diagnosis.culprit import RankView, find_culprit
+from nbhelpers.diagnosis.classify import top2_text
+from nbhelpers.diagnosis.culprit import KILLED_BEFORE_ESCALATION_S, RankView, find_culprit
 from nbhelpers.diagnosis.redact import redact_text
 from nbhelpers.diagnosis.remedies import advice
 from nbhelpers.diagnosis.tracebacks import where_from
@@ -244,8 +245,7 @@ class RunResult:
                 "first_error": self.first_error(), "remedies": self.remedies,
                 "evidence_lines": [str(e) for e in (top.evidence if top and top.failure == self.failure else [])],
                 # the log classifier's two likeliest categories with their confidence (CLI, report, record)
-                "candidates": [] if self.ok else [
-                    {"category": f.category, "confidence": round(f.confidence, 2), "by": f.by} for f in self.findings[:2]],
+                "candidates": [] if self.ok else [f.candidate() for f in self.findings[:2]],
                 "hang": self.hang,
                 "exit_codes": {str(r): rec.get("returncode") for r, rec in sorted(self.records.items())},
                 "log_dir": str(self.log_dir)}
@@ -273,7 +273,7 @@ class RunResult:
             head += (f"<p>Hang named live, {h['after_divergence_s']:.1f} s after the ranks diverged: <b>{html.escape(who)}</b>"
                      f" ({html.escape(h['reason'])}).</p>")
         if self.failure is not None:
-            top2 = ", ".join(f"{f.category} {f.confidence:.2f}" for f in self.findings[:2])
+            top2 = top2_text([f.candidate() for f in self.findings])
             head += (f"<p>Classified cause: <b>{html.escape(CATEGORIES[self.failure].title)}</b> "
                      f"(<code>{self.category}</code>){f'; the logs&#x27; top 2: {top2}' if top2 else ''}.</p>")
         if self.remedies:
@@ -306,8 +306,8 @@ class Run:
             host, _, p = rdzv_endpoint.rpartition(":")
             port = int(p)
         self.target, self.args, self.nproc = target, list(args), nproc
-        # at least 1 s: a SIGKILL within a second of a stop is read as the rank's own death (culprit.RankView.crashed)
-        self.timeout, self.grace, self.host = timeout, max(grace, 1.0), host
+        # a SIGKILL sooner than that after a stop is read as the rank's own death (culprit.RankView.crashed)
+        self.timeout, self.grace, self.host = timeout, max(grace, KILLED_BEFORE_ESCALATION_S), host
         self.env = {k: str(v) for k, v in (env or {}).items()}
         self.port = port
         self.name = name or Path(target).stem

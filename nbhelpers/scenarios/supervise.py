@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 from typing import Sequence
 
+from nbhelpers.diagnosis.classify import top2_text
 from nbhelpers.runtime.launcher import RunResult, launch, runs_dir
 from nbhelpers.runtime.launchspec import REPO_ROOT, child_env
 
@@ -78,7 +79,7 @@ def verdict_text(res: RunResult, script: str | None = None) -> str:
     if res.ok:
         return "\n".join([f"OK: {res.name} finished on {res.nproc} ranks in {res.wall_s:.1f} s. Logs: {res.log_dir}"]
                          + hints)
-    top2 = ", ".join(f"{c['category']} {c['confidence']:.2f}" for c in d["candidates"])
+    top2 = top2_text(d["candidates"])
     lines = [f"FAILED ({res.status}): {res.name} on {res.nproc} ranks after {res.wall_s:.1f} s",
              f"category: {d['category'] or 'unrecognised'}" + (f"  (the logs' top 2: {top2})" if top2 else ""),
              f"culprit:  {'unknown' if res.culprit is None else f'rank {res.culprit}'} ({res.verdict.kind}): "
