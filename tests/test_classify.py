@@ -231,3 +231,22 @@ def test_every_rule_names_a_known_category_and_a_lowercase_needle():
     assert all(r.category in CATEGORIES and r.needle == r.needle.lower() for r in C.RULES)
     verdict_only = {"rank_error", "ddp_segfault"}  # named by the culprit rules from tracebacks, not by log lines
     assert {r.category for r in C.RULES} == set(CATEGORIES) - verdict_only
+
+
+def test_a_legacy_launchers_dead_rank_is_a_killed_rank():
+    # torch.distributed.launch (torch <= 1.8) re-raises a rank's death as subprocess.CalledProcessError
+    for thread in ("pytorch/pytorch#29889", "rosinality/stylegan2-pytorch#233", "pytorch/pytorch#61839"):
+        top = C.classify(train_log(thread), model=False)[0]
+        assert top.category == "worker_killed" and "CalledProcessError" in top.evidence[0].text, thread
+    assert C.classify("subprocess.CalledProcessError: Command 'x' returned non-zero exit status 1.\n", model=False) == []
+
+
+def test_nccls_result_trace_names_the_nccl_error_when_no_warn_line_is_shown():
+    # NVIDIA/nccl-tests#231: only the "file.cc:line -> 3" trace of an internal error was pasted, ending in the
+    # failed init job's "group.cc:70 -> 3 [Async thread]"
+    log = train_log("NVIDIA/nccl-tests#231")
+    top = C.classify(log, model=False)[0]
+    assert top.category == "nccl_internal_or_invalid_usage" and top.evidence[0].text.endswith("-> 3 [Async thread]")
+    # a frame of the trace alone is not a failure: healthy runs print some (topology probes that fail on VMs)
+    frames = "\n".join(line for line in log.splitlines() if "Async thread" not in line)
+    assert C.classify(frames, model=False) == []

@@ -138,6 +138,13 @@ RULES: list[Rule] = [
     R("nccl_system_error", "nccl error in:", r", (unhandled system error|remote process exited)", 5),
     R("nccl_unhandled_cuda_error", "nccl error in:", r", unhandled cuda error", 5),
     R("nccl_internal_or_invalid_usage", "of node nic not found", weight=4),
+    # NCCL traces a failing call's result up the stack at INFO level ("bootstrap.cc:543 -> 3"); single frames also
+    # show in healthy runs (topology probes on VMs fail and are skipped), but "-> N [Async thread]" (group.cc,
+    # ncclAsyncJobMain) means a communicator's init job failed.  N is the ncclResult_t: 1 unhandled CUDA error,
+    # 2 system error, 3 internal error, 4 invalid argument, 5 invalid usage, 6 remote error.  Weak: the WARN says more.
+    R("nccl_unhandled_cuda_error", "[async thread]", r"nccl info .*-> 1 \[async thread\]", 2.5),
+    R("nccl_system_error", "[async thread]", r"nccl info .*-> [26] \[async thread\]", 2.5),
+    R("nccl_internal_or_invalid_usage", "[async thread]", r"nccl info .*-> [345] \[async thread\]", 2.5),
     # network interface
     R("network_interface", "unable to resolve hostname", weight=6),
     R("network_interface", "loopback", r"using the loopback address as fallback|loopback\s+address as fallback", 5),
@@ -223,6 +230,9 @@ RULES: list[Rule] = [
     R("worker_killed", "exitcode: 137", r"exitcode: 137\b", 5),
     R("worker_killed", "killed process", r"out of memory: killed process|oom-kill", 8),
     R("worker_killed", "is killed by signal: killed", weight=7),
+    # torch.distributed.launch (torch <= 1.8) re-raises a dead rank as CPython's subprocess.CalledProcessError:
+    # "Command '[...]' died with <Signals.SIGSEGV: 11>." (subprocess.py, CalledProcessError.__str__)
+    R("worker_killed", "died with <signals.", r"died with <signals\.sig(segv|kill|bus|abrt|ill|fpe)\b", 6),
     R("worker_killed", "remote worker crashing", weight=3),
     R("worker_killed", "connection closed by peer", r"gloo|pair\.cc", 2.5),
     # gloo's "Read error [addr]:port: Connection reset by peer": the peer process went away (it died or was killed)
