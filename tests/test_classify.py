@@ -250,3 +250,12 @@ def test_nccls_result_trace_names_the_nccl_error_when_no_warn_line_is_shown():
     # a frame of the trace alone is not a failure: healthy runs print some (topology probes that fail on VMs)
     frames = "\n".join(line for line in log.splitlines() if "Async thread" not in line)
     assert C.classify(frames, model=False) == []
+
+
+def test_the_libraries_own_messages_are_named_by_their_rules():
+    # nbhelpers/data/library_messages.jsonl: the failure messages torch, NCCL, gloo, CUDA and friends print, each
+    # with where in their source; the source-derived rules were written from them
+    rows = rows_of(C.MESSAGES)
+    assert len(rows) >= 180 and all(r["category"] in CATEGORIES and r["where"] for r in rows)
+    named = [bool(f) and f[0].category == r["category"] for r in rows for f in [C.classify(r["message"], model=False)]]
+    assert sum(named) / len(named) >= 0.97

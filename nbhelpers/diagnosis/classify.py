@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import os
 import re
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
@@ -25,6 +26,7 @@ from nbhelpers.diagnosis.categories import CATEGORIES, CONSEQUENCE
 CHUNK = 4 << 20
 TAIL_BYTES = 1 << 16
 MAX_EVIDENCE = 4
+MESSAGES = Path(__file__).resolve().parent.parent / "data" / "library_messages.jsonl"  # what the source rules match
 NOISE = re.compile(r"FutureWarning|DeprecationWarning|UserWarning|is deprecated|will be removed in", re.I)
 
 
@@ -518,6 +520,136 @@ RULES: list[Rule] = [
     R('worker_killed', 'got termination signal:', weight=4),  # torch/distributed/elastic/agent/server/api.py:1005
     # torch/distributed/elastic/multiprocessing/api.py:86
     R('worker_killed', 'signalexception', r'process \d+ got signal: (1|9|15)\b', 4),
+    # --- a third batch from the libraries' source, not from any corpus: torch's store, elastic, desync report, DETAIL
+    #     fingerprints, older releases' wordings (torch 1.x launcher and watchdog), CUDA/cuDNN error names, NCCL's shm, proxy
+    #     and socket paths, rdma-core's completion status texts, miniz's archive errors; where each is printed
+    # pytorch/pytorch torch/csrc/distributed/c10d/TCPStore.cpp (TCPStore::barrier)
+    R('rendezvous_timeout', 'barrier timeout after', r'barrier timeout after \d+ ?ms, key:', 6),
+    # pytorch/pytorch torch/csrc/distributed/c10d/socket.cpp (SocketConnectOp::tryConnect)
+    R('rendezvous_timeout', 'network addresses of (', r'network addresses of \(.*\) cannot be retrieved \(gai error', 5),
+    # torch/distributed/elastic/rendezvous/etcd_store.py:134
+    R('rendezvous_timeout', 'timeout while waiting for keys in etcdstore', weight=5),
+    # pytorch/pytorch torch/csrc/distributed/c10d/control_collectives/StoreCollectives.cpp
+    R('rendezvous_timeout', 'failed -- missing ranks:', r'(barrier|gather|all_gather) failed -- missing ranks:', 4),
+    # torch/distributed/elastic/rendezvous/etcd_rendezvous.py:485
+    R('rendezvous_timeout', 'unexpected state of etcdrendezvoushandler', weight=4),
+    # torch/distributed/elastic/rendezvous/dynamic_rendezvous.py:447
+    R('rendezvous_timeout', 'the rendezvous state is corrupt', weight=4),
+    # pytorch/pytorch torch/csrc/distributed/c10d/TCPStore.cpp (TCPStore::ping)
+    R('port_in_use', 'ping failed, invalid value returned from server', weight=5),
+    # pytorch/pytorch torch/lib/c10d/ProcessGroupNCCL.cpp (v1.8-v1.9 workCleanupLoop)
+    R('collective_timeout', 'caught collective operation timeout', r'^(?!.*watchdog caught).*caught collective operation timeout', 6),
+    # pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp (WorkNCCL::synchronizeInternal, v1.10-v2.1)
+    R('collective_timeout', 'timed out in call to wait()', weight=6),
+    # pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp (heartbeatMonitor, v2.3-v2.4)
+    R('collective_timeout', 'received a global timeout from another rank', weight=5),
+    # pytorch/pytorch torch/csrc/distributed/c10d/TraceUtils.h (analyzeLaggingRanks)
+    R('collective_timeout', "joined but didn't finish collective", r"\] joined but didn't finish collective #\d+", 5),
+    # pytorch/pytorch torch/csrc/distributed/c10d/TraceUtils.h (analyzeLaggingRanks)
+    R('collective_timeout', "but didn't join collective", r"finished collective #\d+, but didn't join collective #\d+", 5),
+    # pytorch/pytorch torch/csrc/distributed/c10d/TraceUtils.h (analyzeMissingRanks)
+    R('collective_timeout', 'they never joined any collectives', weight=4),
+    # pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp (Watchdog::runLoop)
+    R('collective_timeout', 'flight recorder dumps to finish', r'timed out after waiting for \d+ ?ms flight recorder dumps to finish', 3),
+    # pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp (Watchdog::runLoop)
+    R('collective_timeout', 'stack trace of the failed collective not found', weight=3),
+    # pytorch/gloo gloo/transport/ibverbs/buffer.cc:144
+    R('collective_timeout', 'send timeout', r'(gloo|ibverbs|buffer\.cc).*send timeout|send timeout \[', 4),
+    # pytorch/pytorch torch/csrc/distributed/c10d/reducer.cpp (verify_params_across_processes)
+    R('collective_mismatch', 'appears not to match strides of the same param in process', weight=8),
+    # pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupWrapper.cpp (compute_collective_diff)
+    R('collective_mismatch', 'collectives differ in the following aspects', weight=7),
+    # pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupWrapper.cpp (compute_collective_diff)
+    R('collective_mismatch', 'op type: ', r'op type: \w+\s*vs\s*\w+', 6),
+    # pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupWrapper.cpp (compute_collective_diff)
+    R('collective_mismatch', 'sequence number: ', r'sequence number: \d+\s*vs\s*\d+', 5),
+    # pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupWrapper.cpp (compute_collective_diff)
+    R('collective_mismatch', 'tensor dtypes: ', r'tensor dtypes: \S+\s*vs\s*\S+', 6),
+    # torch/distributed/algorithms/join.py:349
+    R('collective_mismatch', 'detected at least one rank that exhausted inputs', weight=5),
+    # torch/distributed/fsdp/_exec_order_utils.py:300
+    R('collective_mismatch', 'forward order differs from that of the first iteration', weight=4, in_warnings=True),
+    # torch/distributed/fsdp/_exec_order_utils.py:264
+    R('collective_mismatch', 'is all-gathering parameters for', r'rank \d+ is all-gathering parameters for .* while rank \d+ is all-gathering', 7),
+    R('version_mismatch', 'cudnn version incompatibility', weight=8),  # torch/backends/cudnn/__init__.py:61
+    # torch/backends/cudnn/__init__.py:97
+    R('version_mismatch', 'is not compatible with devices with sm < 7.5', weight=7),
+    # torch/cuda/__init__.py (_check_capability, torch <= 2.6: old_gpu_warn)
+    R('version_mismatch', 'no longer supports this gpu because it is too old', weight=7, in_warnings=True),
+    # torch/cuda/__init__.py (_check_capability, torch 1.x: incorrect_binary_warn)
+    R('version_mismatch', 'which requires cuda_version >=', weight=7, in_warnings=True),
+    # torch/cuda/__init__.py:373 (_warn_unsupported_code)
+    R('version_mismatch', 'which is of compute capability (cc)', weight=6, in_warnings=True),
+    # pytorch/vision torchvision/extension.py (_check_cuda_version)
+    R('version_mismatch', 'were compiled with different cuda major versions', weight=8),
+    # pytorch/vision torchvision/extension.py (_assert_has_ops)
+    R('version_mismatch', "couldn't load custom c++ ops", weight=6),
+    # pytorch/vision torchvision/_meta_registrations.py (registration against torch.library)
+    R('version_mismatch', 'operator torchvision::nms does not exist', weight=6),
+    R('version_mismatch', 'fp8 reduction support begins with sm90', weight=5),  # nccl/src/enqueue.cc:3029
+    # nccl/src/misc/strongstream.cc:27 (v2.14)
+    R('version_mismatch', 'installed cuda driver is older than the minimum version', weight=6),
+    R('version_mismatch', 'nccl cannot be captured in a graph if either', weight=5),  # nccl/src/misc/strongstream.cc:91
+    # pytorch/pytorch torch/csrc/jit/codegen/fuser/cuda/fused_kernel.cpp (NVRTC_CHECK)
+    R('version_mismatch', 'invalid value for --gpu-architecture', weight=7),
+    # pytorch/pytorch aten/src/ATen/cuda/CUDABlas.cpp (TORCH_CUDABLAS_CHECK)
+    R('version_mismatch', 'cublas_status_arch_mismatch', weight=6),
+    # pytorch/pytorch aten/src/ATen/cudnn/Exceptions.h (AT_CUDNN_CHECK)
+    R('version_mismatch', 'cudnn_status_version_mismatch', weight=7),
+    # pytorch/pytorch aten/src/ATen/cudnn/Exceptions.h (AT_CUDNN_CHECK)
+    R('version_mismatch', 'cudnn_status_arch_mismatch', weight=6),
+    # CUDA driver API error name (cuda.h) as printed by torch/triton
+    R('version_mismatch', 'unsupported_ptx_version', r'cuda_error_unsupported_ptx_version|cudaerrorunsupportedptxversion', 7),
+    # CUDA runtime error name (cuda_runtime_api.h) as printed by torch/NCCL
+    R('version_mismatch', 'cudaerrorinsufficientdriver', weight=8),
+    # CUDA driver API error name (cuda.h)
+    R('version_mismatch', 'system_driver_mismatch', r'cuda_error_system_driver_mismatch|cudaerrorsystemdrivermismatch', 8),
+    # CUDA driver API error name (cuda.h)
+    R('version_mismatch', 'no_binary_for_gpu', r'cuda_error_no_binary_for_gpu|cudaerrornokernelimagefordevice', 7),
+    # pytorch/gloo gloo/transport/ibverbs/pair.cc:626 (ibv_wc_status_str from rdma-core)
+    R('infiniband', 'transport retry counter exceeded', weight=8),
+    # pytorch/gloo gloo/transport/ibverbs/pair.cc:651 (ibv_wc_status_str)
+    R('infiniband', 'rnr retry counter exceeded', weight=7),
+    # rdma-core providers/mlx5/cq.c (mlx5_dump_error_cqe); nccl/src/transport/net_ib resiliency INFO
+    R('infiniband', 'got completion with error', weight=6),
+    R('infiniband', 'call to ibv_poll_cq() returned', weight=5),  # nccl/src/include/ibvwrap.h:63
+    R('infiniband', 'no ibverbs devices present', weight=5),  # pytorch/gloo gloo/transport/ibverbs/device.cc:84
+    R('infiniband', 'ibv_reg_mr', r'ibv_reg_mr\w*: ', 5),  # pytorch/gloo gloo/transport/ibverbs/buffer.cc:58
+    R('network_interface', 'address family mismatch', weight=5),  # pytorch/gloo gloo/transport/tcp/pair.cc:211
+    # pytorch/pytorch torch/csrc/distributed/c10d/GlooDeviceFactory.cpp
+    R('network_interface', "interface or hostname can't be empty", weight=5),
+    # pytorch/pytorch torch/csrc/distributed/c10d/NCCLUtils.cpp (getNcclErrorDetailStr)
+    R('nccl_system_error', 'system call (e.g. socket, malloc) or external library call failed', weight=4),
+    # nccl/src/os/linux.cc:795 (older: src/misc/shmutils.cc)
+    R('nccl_system_error', 'failed to extend', r'failed to extend \S+ to \d+ bytes', 6),
+    R('nccl_system_error', 'failed to create shared memory file', weight=6),  # nccl/src/os/linux.cc:780
+    R('nccl_system_error', 'error: could not map', r'could not map \S+ size \d+', 5),  # nccl/src/os/linux.cc:806
+    # nccl/src/misc/socket.cc:533 (v2.19-v2.21)
+    R('nccl_system_error', 'socketpollconnect: connect to', r'socketpollconnect: connect to \S+ returned \d+', 4),
+    R('nccl_system_error', 'ncclossocketpollconnect to', r'failed with error', 4),  # nccl/src/os/linux.cc:328
+    R('nccl_system_error', '[proxy service] poll failed', weight=4),  # nccl/src/proxy.cc:1059 (v2.14) / 1808
+    R('nccl_system_error', 'could not receive type from localrank', r'res=2\b|closed=1', 3),  # nccl/src/proxy.cc:1874
+    R('nccl_system_error', 'proxy call to rank', r'proxy call to rank \d+ failed', 3),  # nccl/src/proxy.cc:884 (v2.14)
+    R('nccl_system_error', 'ncclproxycallblockinguds call to tprank', weight=3),  # nccl/src/proxy.cc:1275
+    R('nccl_system_error', 'net/socket : socket progress error', weight=4),  # nccl/src/transport/net_socket.cc
+    # pytorch/pytorch c10/cuda/CUDACachingAllocator.cpp (OutOfMemoryError message)
+    R('oom_in_collective', 'tried to allocate', r'^(?!.*defaultcpuallocator).*tried to allocate [\d.]+ ?[kmgt]i?b\b', 6),
+    # pytorch/pytorch c10/cuda/CUDACachingAllocator.cpp (torch 1.x-2.1 OOM message)
+    R('oom_in_collective', 'reserved in total by pytorch', weight=6),
+    # pytorch/pytorch c10/cuda/CUDACachingAllocator.cpp (torch >= 2.2 OOM message)
+    R('oom_in_collective', 'has a total capacity of', r'gpu \d+ has a total capacity of [\d.]+ ?\w+ of which', 6),
+    # pytorch/pytorch third_party/miniz (mz_zip_get_error_string) via caffe2/serialize/inline_container.cc
+    R('checkpoint_corrupt', 'invalid header or archive is corrupted', weight=8),
+    # pytorch/pytorch third_party/miniz via caffe2/serialize/inline_container.cc
+    R('checkpoint_corrupt', 'decompression failed or archive is corrupted', weight=8),
+    # pytorch/pytorch caffe2/serialize/inline_container.cc
+    R('checkpoint_corrupt', 'high likelihood that your checkpoint file is corrupted', weight=8),
+    # pytorch/pytorch third_party/miniz via caffe2/serialize/inline_container.cc
+    R('checkpoint_corrupt', 'unsupported central directory size', weight=7),
+    # torch/distributed/launch.py (torch 1.x, raise CalledProcessError on a child's return code)
+    R('worker_killed', 'returned non-zero exit status -9', r'returned non-zero exit status -9\b', 7),
+    # pytorch/pytorch torch/lib/c10d/FileStore.cpp / HashStore.cpp (torch 1.x Store::wait)
+    R('rendezvous_timeout', 'wait timeout', r'(runtimeerror|diststoreerror|error): wait timeout\s*$', 5),
 ]
 
 NCCL_VERSION = re.compile(r"NCCL(?:_VERSION=\"?|\s+version\s+)(\d+\.\d+\.\d+)|^\((\d+), (\d+), (\d+)\)\s*$", re.I)
