@@ -39,6 +39,8 @@ def culprit(want: dict, got: dict):
 
 def right(want: dict, got: dict) -> bool:
     cats = {want["category"], *want.get("also", [])}
+    if want["status"] == "ok" and got["status"] == "failed" and got["category"] in cats:
+        return True  # e.g. a script without destroy_process_group: it aborts at exit now and then, and is named so
     return got["status"] == want["status"] and (got["category"] in cats or got["status"] == "ok" == want["status"]) \
         and got["culprit_rank"] == culprit(want, got)
 

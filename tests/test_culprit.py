@@ -21,6 +21,7 @@ DECIDED_BY = {  # recorded run -> the rule that must decide it
     "desync-shape-2": C.desync_rule,
     "mismatch": C.size_mismatch,
     "exit-abort": C.exit_without_destroy,
+    "user-exit-segv": C.exit_without_destroy,   # aborted at exit, then faulthandler crashed: SIGSEGV (see its run.json)
     "exit": C.crashed,
     "desync-crash-3-loaded": C.crashed,   # killed itself, stopped by torchrun while still dying (see its run.json)
     "never-join": C.named,
@@ -128,3 +129,18 @@ def test_a_rank_still_dying_of_its_own_sigkill_when_stopped_is_the_culprit_not_a
     # a SIGKILL that comes after the grace period is the stop's own escalation: not a crash
     late = {**one.record, "end": one.record["stop_time"] + 8.5}
     assert not C.RankView(1, one.events, late, one.log, one.stack).crashed
+
+
+def test_an_abort_at_exit_that_ends_in_sigsegv_is_still_the_missing_destroy():
+    ev, _ = evidence("user-exit-segv")
+    one = ev.by_rank[1]
+    assert one.record["signal"] == "SIGSEGV" and "Fatal Python error: Aborted" in one.log
+    verdict = C.find_culprit(ev.views, ev.status, torchrun_log=ev.torchrun_log, sources=ev.sources)
+    assert verdict.culprit == 1 and verdict.kind is Rule.EXIT_WITHOUT_DESTROY, verdict
+    # the logs say so too: torchrun's "Signal 11 (SIGSEGV) received by PID" is the abort's consequence
+    from nbhelpers.diagnosis.classify import classify_logs
+    found = classify_logs({v.rank: v.log for v in ev.views}, ev.torchrun_log)
+    assert found[0].category == "exit_without_destroy" and found[1].category == "worker_killed", found
+    # a SIGSEGV with no abort before it is a crash
+    segv = C.RankView(1, one.events, one.record, one.log.replace("Fatal Python error: Aborted", ""), one.stack)
+    assert segv.exit_abort_line() is None

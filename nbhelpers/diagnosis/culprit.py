@@ -147,9 +147,14 @@ class RankView:
         """The "terminate called without an active exception" line of a rank that died of SIGABRT with no Python
         error of its own (the script ended without ``destroy_process_group`` and a process-group thread was torn
         down while the interpreter shut down), else None."""
-        if self.record.get("signal") != "SIGABRT" or self.error is not None:
+        tail = self.tail(30)
+        signal = self.record.get("signal")
+        # Python's faulthandler, dumping the aborting process's threads, can itself crash: SIGSEGV after "Aborted"
+        first_dump = next((ln for ln in self.log.splitlines() if FATAL.match(ln)), "")
+        aborted = signal == "SIGABRT" or (signal == "SIGSEGV" and FATAL.sub("", first_dump).startswith("Aborted"))
+        if not aborted or self.error is not None:
             return None
-        return next((ln.strip() for ln in self.tail(30) if EXIT_ABORT.search(ln)), None)
+        return next((ln.strip() for ln in tail if EXIT_ABORT.search(ln)), None)
 
     def unreachable_lines(self) -> list[str]:
         return [ln.strip()[:300] for ln in self.log.splitlines() if UNREACHABLE.search(ln)]
@@ -326,7 +331,7 @@ def exit_without_destroy(ev: Evidence) -> Verdict | None:
     v = min(crashed, key=lambda v: v.record.get("end") or 0)
     many = len(crashed) > 1
     return ev.blame(v.rank, Rule.EXIT_WITHOUT_DESTROY, f"rank{'s' if many else ''} "
-                    f"{', '.join(str(v.rank) for v in crashed)} aborted (SIGABRT) while Python shut down, after "
+                    f"{', '.join(str(v.rank) for v in crashed)} aborted while Python shut down, after "
                     f"{'their' if many else 'its'} script had ended: 'terminate called without an active "
                     "exception'. The process group was never destroyed, so its worker thread still held the last "
                     "collective's tensors at interpreter exit. Call dist.destroy_process_group() at the end of "
