@@ -41,7 +41,7 @@ def test_top1_on_the_test_split_holds_its_floor_and_the_model_adds_to_the_rules(
     failures = [a for a in answers if a[0] != "healthy"]
     rules = sum(label == got for label, got, _ in failures) / len(failures)
     both = sum(label == got for label, _, got in failures) / len(failures)
-    assert both >= 0.80 and both > rules, (rules, both)   # measured: 0.835 rules alone, 0.842 with the model (278 failures)
+    assert both >= 0.80 and both > rules, (rules, both)   # measured: 0.849 rules alone, 0.853 with the model (278 failures)
 
 
 def test_the_model_never_speaks_on_healthy_snippets(answers):

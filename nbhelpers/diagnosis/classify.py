@@ -650,6 +650,118 @@ RULES: list[Rule] = [
     R('worker_killed', 'returned non-zero exit status -9', r'returned non-zero exit status -9\b', 7),
     # pytorch/pytorch torch/lib/c10d/FileStore.cpp / HashStore.cpp (torch 1.x Store::wait)
     R('rendezvous_timeout', 'wait timeout', r'(runtimeerror|diststoreerror|error): wait timeout\s*$', 5),
+    # --- from the frameworks' own source (Horovod, DeepSpeed, accelerate, Megatron-LM, transformers, Ray, vLLM, sglang,
+    #     Lightning): the messages they print themselves around a distributed failure; where each is printed
+    # horovod/horovod horovod/common/controller.cc:514
+    R('collective_mismatch', 'mismatched data types: one rank had type', weight=8),
+    # horovod/horovod horovod/common/controller.cc:532
+    R('collective_mismatch', 'mismatched operations: one rank did an', weight=8),
+    # horovod/horovod horovod/common/controller.cc:565 (also :670, :683)
+    R('collective_mismatch', 'but another rank sent a tensor', r'one rank sent a tensor (of shape|of rank|with dimension)', 7),
+    # horovod/horovod horovod/common/controller.cc:592
+    R('collective_mismatch', 'mismatched prescale and/or postscale factors', weight=7),
+    # horovod/horovod horovod/common/controller.cc:615
+    R('collective_mismatch', 'mismatched reduction operation:', weight=7),
+    # horovod/horovod horovod/common/operations.cc:676
+    R('collective_mismatch', 'different ranks tried to set up mismatching', weight=6),
+    # horovod/horovod horovod/common/process_set.cc:58 (and :66 'mismatching values')
+    R('collective_mismatch', 'mismatching size on different ranks', r'process set with mismatching (size|values) on different ranks', 6),
+    # horovod/horovod horovod/common/process_set.cc:66
+    R('collective_mismatch', 'mismatching values on different ranks', r'process set with mismatching (size|values) on different ranks', 6),
+    # horovod/horovod horovod/common/stall_inspector.cc:103
+    R('collective_timeout', 'is stalled for longer than', r'rank \(marked by \"!\"\) is stalled for longer than \d+ seconds', 6),
+    # horovod/horovod horovod/common/exceptions.py:36
+    R('version_mismatch', 'installed with version', r'framework \S+ installed with version \S+ but found version', 7),
+    # horovod/horovod horovod/common/ops/nccl_operations.cc:1209
+    R('version_mismatch', 'requires nccl version >=', r'nccl\w* requires nccl version >= ?\d', 7),
+    # horovod/horovod horovod/common/gloo/http_store.cc:54 (and memory_store.cc:52)
+    R('rendezvous_timeout', 'horovod_gloo_timeout_seconds', r'wait timeout after|increase the timeout via', 6),
+    # horovod/horovod horovod/runner/launch.py:605 (also horovod/ray/runner.py:39)
+    R('rendezvous_timeout', 'increase the --start-timeout', weight=7),
+    # horovod/horovod horovod/runner/driver/driver_service.py:155 (and spark/driver/driver_service.py:210)
+    R('network_interface', 'common task-to-task communication interfaces', weight=7),
+    # horovod/horovod horovod/runner/driver/driver_service.py:211
+    R('network_interface', 'no interface is found for address 127.0.0.1', weight=5),
+    # horovod/horovod horovod/runner/gloo_run.py:185
+    R('worker_killed', 'exit with status code', r'process \d+ exit with status code -?(9|137|11)\b', 6),
+    # microsoft/DeepSpeed op_builder/builder.py:158 (also :170 CUDA, :179 HIP)
+    R('version_mismatch', 'deepspeed ops were compiled and installed', weight=7),
+    # huggingface/accelerate src/accelerate/utils/launch.py:245 (and :516)
+    R('port_in_use', 'but another process is utilizing it', weight=8),
+    # huggingface/accelerate src/accelerate/utils/operations.py:396
+    R('collective_mismatch', 'due to shape mismatches', r'cannot apply desired operation due to shape mismatches', 7),
+    # NVIDIA/Megatron-LM megatron/training/checkpointing.py:401
+    R('checkpoint_corrupt', 'invalid metadata file', r'error: invalid metadata file', 6),
+    # NVIDIA/Megatron-LM megatron/core/dist_checkpointing/validation.py:583
+    R('checkpoint_corrupt', 'checkpoint integrity verification failed', weight=7),
+    # NVIDIA/Megatron-LM megatron/training/checkpointing.py:421
+    R('checkpoint_corrupt', 'metadata while max iteration across the ranks', weight=4),
+    # huggingface/transformers src/transformers/modeling_utils.py (load_state_dict)
+    R('checkpoint_corrupt', 'without having git-lfs installed', weight=6),
+    # huggingface/transformers src/transformers/modeling_utils.py (load_state_dict)
+    R('checkpoint_corrupt', 'unable to load weights from pytorch checkpoint file', weight=6),
+    # ray-project/ray python/ray/util/collective/collective_group/nccl_collective_group.py (Rendezvous.meet)
+    R('rendezvous_timeout', 'unable to meet other processes', r'unable to meet other processes at the rendezvous store', 6),
+    # ray-project/ray python/ray/util/collective/collective_group/nccl_collective_group.py (Rendezvous.get_nccl_id)
+    R('rendezvous_timeout', 'unable to get the ncc', r'unable to get the nccluniqueid from the store', 6),
+    # ray-project/ray python/ray/util/collective/collective_group/nccl_collective_group.py (NCCLGroup.__init__)
+    R('version_mismatch', 'nccl in ray requires nccl', weight=6),
+    # ray-project/ray python/ray/train/v2/_internal/exceptions.py (WorkerGroupStartupTimeoutError)
+    R('rendezvous_timeout', 'the worker group startup timed out after', weight=5),
+    # vllm-project/vllm vllm/v1/executor/multiproc_executor.py (worker monitor)
+    R('worker_killed', 'died unexpectedly, shutting down executor', weight=5),
+    # vllm-project/vllm vllm/v1/engine/utils.py (wait_for_engine_startup)
+    R('worker_killed', 'failed core proc(s):', r'failed core proc\(s\): \{.*:\s*-(9|11)\}', 7),
+    # vllm-project/vllm vllm/v1/engine/core.py (startup_handshake)
+    R('rendezvous_timeout', 'did not receive response from front-end', r'did not receive response from front-end process within \d+ minutes', 5),
+    # vllm-project/vllm vllm/v1/engine/core_client.py (MPClient.__init__)
+    R('rendezvous_timeout', 'timed out waiting for engines to send', weight=4),
+    # vllm-project/vllm vllm/v1/executor/multiproc_executor.py (collective_rpc)
+    R('collective_timeout', 'rpc call to', r'rpc call to (execute_model|sample_tokens|\w+) timed out', 4),
+    # vllm-project/vllm vllm/v1/worker/gpu_worker.py (init_device)
+    R('oom_in_collective', 'is less than desired gpu memory utilization', weight=5),
+    # vllm-project/vllm vllm/v1/core/kv_cache_utils.py (check_enough_kv_cache_memory)
+    R('oom_in_collective', 'no available memory for the cache blocks', weight=5),
+    # vllm-project/vllm vllm/distributed/device_communicators/pynccl_wrapper.py (NCCLLibrary.__init__)
+    R('version_mismatch', 'failed to load nccl library from', weight=5),
+    # vllm-project/vllm vllm/utils.py (get_ip)
+    R('network_interface', 'failed to get the ip address, using 0.0.0.0', weight=3, in_warnings=True),
+    # sgl-project/sglang python/sglang/srt/model_executor/model_runner.py (load_model, monitored_barrier)
+    R('rendezvous_timeout', "other ranks that didn't finish loading", weight=5),
+    # sgl-project/sglang python/sglang/srt/model_executor/model_runner.py (init_torch_distributed)
+    R('oom_in_collective', 'the memory capacity is unbalanced', weight=4),
+    # sgl-project/sglang python/sglang/srt/model_executor/model_runner.py (init_memory_pool)
+    R('oom_in_collective', 'please try to increase --mem-fraction-static', weight=5),
+    # sgl-project/sglang python/sglang/srt/entrypoints/engine.py (_launch_subprocesses, after 'scheduler is dead')
+    R('worker_killed', 'exit code: -9', r'\bexit code: -9\b', 6),
+    # sgl-project/sglang python/sglang/srt/entrypoints/engine.py (_launch_subprocesses)
+    R('worker_killed', 'scheduler is dead', r'rank \d+ scheduler is dead', 3),
+    # microsoft/DeepSpeed deepspeed/utils/zero_to_fp32.py:172
+    R('checkpoint_corrupt', "didn't get saved by one or more processes", weight=7),
+    # microsoft/DeepSpeed deepspeed/utils/zero_to_fp32.py:320 (and :485)
+    R('checkpoint_corrupt', 'numels out of', r'consumed \d+ numels out of \d+ - something is wrong', 4),
+    # sgl-project/sglang python/sglang/srt/entrypoints/engine.py (_set_envs_and_config sigchld_handler)
+    R('worker_killed', 'child process unexpectedly failed with', r'failed with (exitcode=|an exit code )(9|137)\b', 6),
+    # sgl-project/sglang python/sglang/srt/utils/common.py (assert_pkg_version)
+    R('version_mismatch', 'which is less than the minimum required version', r'is installed with version \S+, which is less than the minimum required version', 5),
+    # vllm-project/vllm vllm/platforms/cuda.py (check_if_supports_dtype; older vllm/worker/worker.py _check_if_gpu_suppo
+    R('version_mismatch', 'is only supported on gpus with compute capability', r'bfloat16 is only supported on gpus with compute capability of at least', 4),
+    # vllm-project/vllm vllm/executor/ray_distributed_executor.py (_init_workers_ray)
+    R('network_interface', 'every node should have a unique ip address', weight=6),
+    # ray-project/ray python/ray/train/v2/_internal/execution/worker_group/worker_group.py (poll_status)
+    R('worker_killed', 'a worker health check failed', weight=4),
+    # huggingface/transformers src/transformers/modeling_utils.py (load_state_dict)
+    R('checkpoint_corrupt', 'which is necessary to load this pretrained model', r'unable to locate the file .* which is necessary to load this pretrained model', 4),
+    # Lightning-AI/pytorch-lightning src/lightning/fabric/strategies/launchers/subprocess_script.py:220
+    R('worker_killed', 'terminated with code', r'child process with pid \d+ terminated with code (-9|-11|137)\b', 6),
+    # sgl-project/sglang python/sglang/srt/managers/scheduler.py (watchdog_thread)
+    R('collective_timeout', 'scheduler watchdog timeout', weight=4),
+    # vllm-project/vllm vllm/engine/async_llm_engine.py (run_engine_loop)
+    R('collective_timeout', 'engine iteration timed out', weight=4),
+    # vllm-project/vllm vllm/v1/engine/core_client.py (MPClient monitor)
+    R('worker_killed', 'died unexpectedly, shutting down client', r'engine core proc \S+ died unexpectedly', 3),
+    # horovod/horovod horovod/common/gloo/http_store.cc:96
+    R('rendezvous_timeout', 'http get request failed too many times', weight=5),
 ]
 
 NCCL_VERSION = re.compile(r"NCCL(?:_VERSION=\"?|\s+version\s+)(\d+\.\d+\.\d+)|^\((\d+), (\d+), (\d+)\)\s*$", re.I)
