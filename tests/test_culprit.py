@@ -141,6 +141,9 @@ def test_an_abort_at_exit_that_ends_in_sigsegv_is_still_the_missing_destroy():
     from nbhelpers.diagnosis.classify import classify_logs
     found = classify_logs({v.rank: v.log for v in ev.views}, ev.torchrun_log)
     assert found[0].category == "exit_without_destroy" and found[1].category == "worker_killed", found
+    # a SIGKILL beside the abort is a kill, not the abort's report
+    killed = ev.torchrun_log.replace("exitcode  : -11", "exitcode  : -9")
+    assert classify_logs({v.rank: v.log for v in ev.views}, killed)[0].category == "worker_killed"
     # a SIGSEGV with no abort before it is a crash
     segv = C.RankView(1, one.events, one.record, one.log.replace("Fatal Python error: Aborted", ""), one.stack)
     assert segv.exit_abort_line() is None

@@ -778,7 +778,9 @@ NCCL_PREFIX = re.compile(r"^(?:\S+\s+)?([A-Za-z0-9_.-]+):(\d+):(\d+) \[(\d+)\]")
 NBH_PREFIX = re.compile(r"\[([A-Za-z0-9_.-]+):(\d+)\]")
 
 PEER_GONE_NEEDLES = {"connection closed by peer", "remote worker crashing"}
-TEARDOWN_SIGNAL_NEEDLES = {"received by pid", "exitcode", "terminated with signal"}
+# torchrun's and spawn's reports of a rank's signal, SIGKILL (-9) left out: a kill is never an abort's report
+TEARDOWN_SIGNAL_RULES = {r for r in RULES if r.category == "worker_killed" and r.needle in
+                         {"received by pid", "exitcode", "terminated with signal"} and "-9" not in (r.pattern or "")}
 OVERCOUNT = R("rendezvous_timeout", "worker_count=", None, 5)  # applied by _context, not by needle
 # c10d logs "Waiting in store based barrier ..." every 10 s while ranks are missing: one per rank is normal while a
 # big job assembles, the same rank waiting three times or more means init has been stuck 30 s or longer (_findings)
@@ -1080,7 +1082,7 @@ def _findings(st: _State) -> list[Finding]:
         # only "connection closed by peer": a rank that timed out and exited closes its peers' connections,
         # so here the lost peer is a consequence of the timeout, not a killed rank (notebook 04)
         consequences.add("worker_killed")
-    if killed and "exit_without_destroy" in scores and all(r.needle in TEARDOWN_SIGNAL_NEEDLES for r in killed):
+    if killed and "exit_without_destroy" in scores and all(r in TEARDOWN_SIGNAL_RULES for r in killed):
         # a rank that aborted at exit ("terminate called without an active exception") is reported by torchrun as
         # "Signal 6 (SIGABRT)" or, when faulthandler crashed dumping it, "Signal 11 (SIGSEGV) received by PID":
         # here the abort at exit is the cause, the signal its report
