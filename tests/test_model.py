@@ -1,4 +1,4 @@
-"""The learned second opinion, measured on the test split only (real snippets from 2024 on, tuned on by nothing)."""
+"""The learned second opinion, measured on the test split only (real snippets from 2025 on, tuned on by nothing)."""
 import json
 from pathlib import Path
 
@@ -30,7 +30,7 @@ def test_the_splits_are_apart_from_each_other_and_from_the_dev_set():
     train, test = rows(model.TRAIN), rows(TEST)
     assert len(train) >= 400 and len(test) >= 150
     assert not {r["id"] for r in train} & {r["id"] for r in test}
-    assert all((r["date"] or "") >= "2024" for r in test) and all(r["source"].startswith("http") for r in train + test)
+    assert all((r["date"] or "") >= "2025" for r in test) and all(r["source"].startswith("http") for r in train + test)
     dev = SHARED / "corpus" / "real_failure_logs.dev.jsonl"
     if dev.exists():
         assert not {r["id"] for r in rows(dev)} & {r["id"] for r in train + test}
@@ -41,7 +41,8 @@ def test_top1_on_the_test_split_holds_its_floor_and_the_model_adds_to_the_rules(
     failures = [a for a in answers if a[0] != "healthy"]
     rules = sum(label == got for label, got, _ in failures) / len(failures)
     both = sum(label == got for label, _, got in failures) / len(failures)
-    assert both >= 0.80 and both > rules, (rules, both)   # measured: 0.849 rules alone, 0.853 with the model (278 failures)
+    # measured on the test split of threads from 2025 on (230 failures): 0.830 rules alone, 0.852 with the model
+    assert both >= 0.82 and both > rules, (rules, both)
 
 
 def test_the_model_never_speaks_on_healthy_snippets(answers):
