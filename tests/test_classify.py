@@ -259,3 +259,31 @@ def test_the_libraries_own_messages_are_named_by_their_rules():
     assert len(rows) >= 240 and all(r["category"] in CATEGORIES and r["where"] for r in rows)
     named = [bool(f) and f[0].category == r["category"] for r in rows for f in [C.classify(r["message"], model=False)]]
     assert sum(named) / len(named) >= 0.97
+
+
+def train_log(thread: str) -> str:
+    """A snippet of the training split (real text users pasted, with its source in the file)."""
+    from nbhelpers.diagnosis.model import TRAIN
+    return next(r["log"] for r in rows_of(TRAIN) if r["id"] == thread)
+
+
+def test_a_launchers_report_of_some_failure_counts_only_when_nothing_else_explains_it():
+    # DeepSpeed's launcher kills the other ranks after any failure ("sigkill_handler ... Killing subprocess"): next
+    # to a watchdog timeout it is that timeout's aftermath (a thread the rules had called a killed rank)
+    found = [f.category for f in C.classify(train_log("deepspeedai/DeepSpeed#5066"), model=False)]
+    assert found[0] == "collective_timeout" and "worker_killed" not in found, found
+    # alone, a rank that vanished with no error of its own: the kill (here the host's OOM killer, return code -9)
+    assert [f.category for f in C.classify(train_log("deepspeedai/DeepSpeed#3160"), model=False)] == ["worker_killed"]
+    # c10d's IPv6 warnings (errno 97: it then tries IPv4) are harmless next to a real error, and not counted there
+    ipv6 = train_log("helmholtz-analytics/heat#1003")
+    found = [f.category for f in C.classify(ipv6 + "\n" + train_log("deepspeedai/DeepSpeed#5066"), model=False)]
+    assert found == ["collective_timeout"], found
+
+
+def test_an_nccl_error_trace_counts_where_it_began():
+    # the trace starts in the IB transport (net_ib.cc:282 -> 2): InfiniBand behind the "unhandled system error"
+    assert C.classify(train_log("NVIDIA/nccl#1332"), model=False)[0].category == "infiniband"
+    # the trace starts in a socket (misc/socket.cc -> 2) and passes through net_ib.cc: a socket failure
+    assert C.classify(train_log("NVIDIA/nccl#914"), model=False)[0].category == "nccl_system_error"
+    # NCCL's IB plugin failing to start without libibverbs ("net_ib.cc:852 -> 3") falls back to sockets: healthy
+    assert C.classify(train_log("pytorch/pytorch#174030")) == []

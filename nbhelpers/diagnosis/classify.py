@@ -1219,8 +1219,8 @@ def _findings(st: _State) -> list[Finding]:
     if max(st.waits.values(), default=0) >= STUCK_AFTER:
         st.hits["rendezvous_timeout"][STUCK_BARRIER] = 1
     scores = {c: _score({r: n for r, n in h.items() if not r.context}) for c, h in st.hits.items()}
-    anchored = any(s > 0 for s in scores.values())
-    if anchored:  # context rules (interface lists, ...) only count next to a real error
+    anchored = any(not (r.context or r.alone) for h in st.hits.values() for r in h)
+    if anchored:  # context rules (interface lists, ...) only count next to a real error, not next to a report of one
         scores = {c: _score(h) for c, h in st.hits.items()}
     if anchored and len(st.nccl_versions) >= 2:
         versions = sorted(st.nccl_versions)
