@@ -304,8 +304,10 @@ RULES: list[Rule] = [
     R("worker_killed", "horovod has been shut down", weight=3),
     # network interface / address
     R("network_interface", "connection refused", r"connect \[127\.0\.1\.1\]", 6),
-    # gloo's full mesh at init: a peer's advertised address:port refused the connection
-    R("rendezvous_timeout", "connection refused", r"pair\.cc:\d+\] connect \[(?!127\.0\.1\.1\])[^\]]+\]:\d+: connection refused", 3),
+    # gloo's full mesh at init: a peer's advertised address:port refused the connection (a loopback address there:
+    # the peer's hostname resolves to 127.x, so it advertised an address no other host can reach)
+    R("network_interface", "connection refused", r"pair\.cc:\d+\] connect \[127\.(?!0\.1\.1\])[\d.]+\]:\d+: connection refused", 4),
+    R("rendezvous_timeout", "connection refused", r"pair\.cc:\d+\] connect \[(?!127\.)[^\]]+\]:\d+: connection refused", 3),
     R("network_interface", "no interface found in the same subnet", weight=7),
     R("network_interface", "call to bind failed : cannot assign requested address", weight=5),
     R("network_interface", "btl_tcp_endpoint", r"connect\(\) to \S+ failed", 5),
@@ -373,7 +375,7 @@ RULES: list[Rule] = [
     # torch/csrc/distributed/c10d/socket.cpp
     R('rendezvous_timeout', 'has timed out, will retry', r'the server socket on .* has timed out, will retry', 3),
     # torch/csrc/distributed/c10d/socket.cpp
-    R('rendezvous_timeout', 'temporary failure in name resolution', r'gai error|c10d|socket\.cpp|nccl', 4),
+    R('rendezvous_timeout', 'temporary failure in name resolution', r'gai error|c10d|socket\.cpp|nccl|host not found', 4),
     # torch/csrc/distributed/c10d/TCPStore.cpp (libtorch_cpu.so)
     R('rendezvous_timeout', 'response is expected', r'(stop_waiting|wait_canceled) response is expected', 4),
     R('rendezvous_timeout', 'invalid nccl_comm_id', weight=5),  # nccl/src/bootstrap.cc:114
@@ -406,8 +408,6 @@ RULES: list[Rule] = [
     R('collective_timeout', 'lagging/dead/mismatched ranks that caused the desync', weight=4),
     # torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp
     R('collective_timeout', 'could not acquire gil within 300 ms on exit', weight=3),
-    # nccl/src/transport/net_socket.cc:636
-    R('collective_mismatch', 'message truncated : receiving', r'net/socket.*message truncated : receiving \d+ bytes instead of \d+', 4),
     R('collective_mismatch', 'message truncated : received', r'bootstrap|nccl warn', 4),  # nccl/src/bootstrap.cc:224
     R('network_interface', 'net/socket : no interface found', weight=6),  # nccl/src/transport/net_socket.cc:61
     R('network_interface', 'verify nccl_oob_net_ifname', weight=7),  # nccl/src/bootstrap.cc:577
@@ -821,6 +821,25 @@ RULES: list[Rule] = [
     R('worker_killed', 'ray killed this worker', weight=7),
     R('worker_killed', 'a worker died or was killed while executing a task', weight=4),
     R('infiniband', 'ibv_poll_cq failed', weight=6),  # NVSHMEM / RDMA libraries' completion polling
+    # torch 1.x's TCPStore: "ValueError: host not found: Temporary failure in name resolution" (the rule above)
+    # NCCL's maintainers: a truncated message is ranks calling collectives inconsistently (or differing protocols);
+    # nccl/src/transport/net_socket.cc:636, wrapped or not ("... message truncated :" / "receiving N bytes instead of M")
+    R('collective_mismatch', 'message truncated', r'net/(socket|ib)|nccl', 6),
+    R('checkpoint_corrupt', 'the following zero checkpoints paths are missing', weight=7),  # deepspeed's engine
+    # Windows' WSAEADDRINUSE (10048), as python and torch print it
+    R('port_in_use', 'only one usage of each socket address', weight=8),
+    # DeepSpeed ZeRO-3's check that every rank fetched parameters in the same order (data-dependent model paths)
+    R('collective_mismatch', 'disagreement between rank0 and rank', weight=7),
+    R('worker_killed', 'exceeded k8s pod memory limits', weight=6),  # Ray's worker-exit detail
+    R('worker_killed', 'the actor died unexpectedly before finishing this task', weight=4),
+    # gloo's own timeout exception (torch's gloo, paddle's): "[...pair.cc:587] TIMEOUT self_rank = 0 pair_rank = 1"
+    R('collective_timeout', 'timeout self_rank', r'pair\.cc:\d+\] timeout self_rank', 5),
+    # an asynchronous CUDA error that the NCCL watchdog found: a CUDA failure surfacing in NCCL's process group
+    R('nccl_unhandled_cuda_error', 'watchdog thread terminated with exception: cuda error', weight=6),
+    R('infiniband', 'ib failure:', r'status \d+ \(ib failure', 6),  # mscclpp's IbError
+    R('version_mismatch', "module 'torch.distributed' has no attribute", weight=6),
+    # c10d's retry while the store is not up yet: normal at start-up, a store that never comes up when it is all
+    R('rendezvous_timeout', 'is not yet listening', r'errno: 111', 2, alone=True),
     # --- from the sources of ROCm (rccl, clr, ROCR), oneCCL, UCX, Open MPI / PRRTE / PMIx, Slurm, kubeflow's
     #     PyTorchJob, torchtitan, torchtune, NeMo, TransformerEngine, safetensors and torch's DCP (2026-11-25);
     #     launchers' reports of whatever failed are "alone": they count only when nothing else explains the job ---
