@@ -1,4 +1,4 @@
-"""The classifier on the test split (real snippets from 2024 on, tuned on by nothing): per category, the rules
+"""The classifier on the test split (real snippets from threads of 2025 on, tuned on by nothing): per category, the rules
 alone vs the rules with the learned model behind them, and the time per snippet of each (same run)."""
 from __future__ import annotations
 
