@@ -25,19 +25,38 @@ FIELDS = ("id", "source", "project", "date", "label", "secondary", "log", "notes
 CUTOFF = "2025"
 
 
+TRAIN = REPO / "nbhelpers" / "data" / "corpus" / "train.jsonl"
+TEST = HERE / "corpus_test.jsonl"
+DEV = REPO.parent / "shared" / "corpus" / "real_failure_logs.dev.jsonl"
+
+
 def rows(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
 
 
+def dev_ids() -> set[str]:
+    return {r["id"] for r in rows(DEV)} if DEV.exists() else set()
+
+
+def first_dates(snippets: list[dict]) -> dict[str, str]:
+    """Each thread's earliest date: a thread's side is decided by it, so no thread is on both sides."""
+    first: dict[str, str] = {}
+    for r in snippets:
+        d = r.get("date") or ""
+        first[r["id"]] = min(first.get(r["id"], d), d)
+    return first
+
+
+def write(train: list[dict], test: list[dict]) -> None:
+    TRAIN.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in train))
+    TEST.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in test))
+
+
 def main(paths: list[str]) -> None:
-    dev = {r["id"] for r in rows(REPO.parent / "shared" / "corpus" / "real_failure_logs.dev.jsonl")} \
-        if (REPO.parent / "shared" / "corpus").exists() else set()
+    dev = dev_ids()
     old = rows(HERE / "real_failure_logs.heldout.jsonl") + rows(HERE / "real_failure_logs.fresh.jsonl")
     new = [r for p in paths for r in rows(Path(p))]
-    first_date: dict[str, str] = {}
-    for r in new:  # a thread's side is decided by its earliest snippet, so no thread is on both sides
-        d = r.get("date") or ""
-        first_date[r["id"]] = min(first_date.get(r["id"], d), d)
+    first_date = first_dates(new)
     seen, train, test = set(), [], []
     tuned = {r["id"] for r in old}
     for r in old:
@@ -48,26 +67,19 @@ def main(paths: list[str]) -> None:
             continue
         seen.add((r["id"], r["log"]))
         (test if first_date[r["id"]] >= CUTOFF and r["id"] not in tuned else train).append({k: r.get(k) for k in FIELDS})
-    out = REPO / "nbhelpers" / "data" / "corpus" / "train.jsonl"
-    out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in train))
-    (HERE / "corpus_test.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in test))
+    write(train, test)
     print(f"train {len(train)} (of which {len(old)} tuned on), test {len(test)}")
 
 
 def append(paths: list[str]) -> None:
     """Add newly collected snippets to the splits as they stand: a thread already in a split stays on its side,
     a new thread goes to the side of its date; the dev set's threads and repeated snippets are left out."""
-    train_p, test_p = REPO / "nbhelpers" / "data" / "corpus" / "train.jsonl", HERE / "corpus_test.jsonl"
-    train, test = rows(train_p), rows(test_p)
-    dev = {r["id"] for r in rows(REPO.parent / "shared" / "corpus" / "real_failure_logs.dev.jsonl")} \
-        if (REPO.parent / "shared" / "corpus").exists() else set()
+    train, test = rows(TRAIN), rows(TEST)
+    dev = dev_ids()
     side = {**{r["id"]: train for r in train}, **{r["id"]: test for r in test}}
     seen = {(r["id"], r["log"]) for r in train + test}
     new = [r for p in paths for r in rows(Path(p))]
-    first_date: dict[str, str] = {}
-    for r in new:
-        d = r.get("date") or ""
-        first_date[r["id"]] = min(first_date.get(r["id"], d), d)
+    first_date = first_dates(new)
     added = {"train": 0, "test": 0}
     for r in new:
         if r["id"] in dev or (r["id"], r["log"]) in seen or not r.get("log", "").strip():
@@ -76,25 +88,18 @@ def append(paths: list[str]) -> None:
         dest = side.setdefault(r["id"], test if first_date[r["id"]] >= CUTOFF else train)
         dest.append({k: r.get(k) for k in FIELDS})
         added["test" if dest is test else "train"] += 1
-    train_p.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in train))
-    test_p.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in test))
+    write(train, test)
     print(f"added {added['train']} to train ({len(train)}), {added['test']} to test ({len(test)})")
 
 
 def resplit() -> None:
     """Put every thread of the splits as they stand on the side of CUTOFF by its earliest date (the snippets the
     rules were first tuned on stay in training)."""
-    train_p, test_p = REPO / "nbhelpers" / "data" / "corpus" / "train.jsonl", HERE / "corpus_test.jsonl"
-    everything = rows(train_p) + rows(test_p)
-    first_date: dict[str, str] = {}
-    for r in everything:
-        d = r.get("date") or ""
-        first_date[r["id"]] = min(first_date.get(r["id"], d), d)
-    train = [r for r in everything if r.get("split_from") == "tuned" or first_date[r["id"]] < CUTOFF]
-    test = [r for r in everything if not (r.get("split_from") == "tuned" or first_date[r["id"]] < CUTOFF)]
-    train_p.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in train))
-    test_p.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in test))
-    print(f"train {len(train)}, test {len(test)}")
+    everything = rows(TRAIN) + rows(TEST)
+    first_date = first_dates(everything)
+    in_train = [r.get("split_from") == "tuned" or first_date[r["id"]] < CUTOFF for r in everything]
+    write([r for r, t in zip(everything, in_train) if t], [r for r, t in zip(everything, in_train) if not t])
+    print(f"train {sum(in_train)}, test {len(everything) - sum(in_train)}")
 
 
 if __name__ == "__main__":
