@@ -91,7 +91,7 @@ RULES: list[Rule] = [
     R("collective_timeout", "watchdog caught collective operation timeout", weight=6),
     R("collective_timeout", "watchdog caught collective", r"watchdog caught collective(?! operation timeout)", 5),  # cut
     R("collective_timeout", "ran for", r"ran for \d+ milliseconds before timing out", 4),
-    R("collective_timeout", "for recv operation", r"timed out waiting \d+ ?ms for recv operation", 6),
+    R("collective_timeout", "for recv operation", r"timed out waiting \S+ ?ms for recv operation", 6),
     R("collective_timeout", "for send operation", r"timed out waiting \d+ ?ms for send operation", 6),
     R("collective_timeout", "watchdog got stuck", weight=5),
     R("collective_timeout", "detected by watchdog", r"^(?!.*nccl error is detected)", 3),  # not an NCCL error's report
@@ -214,7 +214,7 @@ RULES: list[Rule] = [
     R("dataloader_shm", "out of shared memory", weight=8),
     R("dataloader_shm", "insufficient shared memory", weight=8),
     R("dataloader_shm", "is killed by signal: bus error", weight=8),
-    R("dataloader_shm", "unable to write to file </torch_", weight=7),
+    R("dataloader_shm", "unable to write to file </torch", weight=7),
     R("dataloader_shm", "unable to allocate shared memory", weight=7),
     R("dataloader_shm", "no space left on device", r"^(?!.*nccl)(?=.*(errno 28|shm|torch_|dataloader))", 4),
     R("dataloader_shm", "unable to open shared memory object", weight=7),
@@ -812,6 +812,7 @@ RULES: list[Rule] = [
     R('dataloader_shm', 'is killed by signal: bus', weight=7),
     # a sharded checkpoint with a shard missing or left unfinished
     R('checkpoint_corrupt', 'no such file or directory', r'(zero_pp_rank_\d+|mp_rank_\d+)\S*_(optim|model)_states\.pt', 5),
+    R('checkpoint_corrupt', 'filenotfounderror', r'(zero_pp_rank_\d+|mp_rank_\d+)\S*_(optim|model)_states\.pt', 5),
     R('checkpoint_corrupt', 'incomplete checkpoint', weight=5),
     # torch 2.x's wording has the typo: "... is setting up NCCL communicator and retreiving ncclUniqueId from [0]"
     R('rendezvous_timeout', 'retreiving nccluniqueid', r'got error|timeout', 5),
@@ -840,6 +841,10 @@ RULES: list[Rule] = [
     R('version_mismatch', "module 'torch.distributed' has no attribute", weight=6),
     # c10d's retry while the store is not up yet: normal at start-up, a store that never comes up when it is all
     R('rendezvous_timeout', 'is not yet listening', r'errno: 111', 2, alone=True),
+    R('nccl_internal_or_invalid_usage', 'no algorithm/protocol available', weight=6),  # nccl/src/enqueue.cc (NCCL_ALGO/PROTO)
+    R('infiniband', 'tensorpipe/common/ibv.h', weight=6),  # torch.distributed.rpc's TensorPipe ibverbs transport
+    R('rendezvous_timeout', 'rendezvousclosederror', weight=5),  # torch.distributed.elastic: a closed (stale) rendezvous
+    R('checkpoint_corrupt', 'safetensorerror', weight=4),  # safetensors' exception: a header or file it cannot read
     # --- from the sources of ROCm (rccl, clr, ROCR), oneCCL, UCX, Open MPI / PRRTE / PMIx, Slurm, kubeflow's
     #     PyTorchJob, torchtitan, torchtune, NeMo, TransformerEngine, safetensors and torch's DCP (2026-11-25);
     #     launchers' reports of whatever failed are "alone": they count only when nothing else explains the job ---
