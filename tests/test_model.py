@@ -41,8 +41,8 @@ def test_top1_on_the_test_split_holds_its_floor_and_the_model_adds_to_the_rules(
     failures = [a for a in answers if a[0] != "healthy"]
     rules = sum(label == got for label, got, _ in failures) / len(failures)
     both = sum(label == got for label, _, got in failures) / len(failures)
-    # measured on the test split of threads from 2025 on (230 failures): 0.830 rules alone, 0.852 with the model
-    assert both >= 0.82 and both > rules, (rules, both)
+    # measured on the test split of threads from 2025 on (297 failures): 0.811 rules alone, 0.862 with the model
+    assert both >= 0.83 and both > rules, (rules, both)
 
 
 def test_the_model_never_speaks_on_healthy_snippets(answers):
