@@ -169,6 +169,19 @@ def test_watchdog_timeouts_in_different_operations_at_one_seqnum_are_a_mismatch(
     assert C.classify(same_op)[0].category == "collective_timeout"
 
 
+def test_watchdog_timeouts_in_one_operation_with_different_sizes_at_one_seqnum_are_a_mismatch():
+    # modelscope/FunASR#2317: at SeqNum=3437 rank 0 is in the gradients' ALLREDUCE (4311252 elements), rank 1 has
+    # gone on to validation and is in a 1-element ALLREDUCE
+    top = C.classify(train_log("modelscope/FunASR#2317"), model=False)[0]
+    assert top.category == "collective_mismatch" and "NumelIn 1, 4311252" in top.evidence[0].text, top.evidence
+    # ZeRO-3 prefetching a different parameter on rank 0 (PKU-YuanGroup/MoE-LLaVA#20)
+    assert C.classify(train_log("PKU-YuanGroup/MoE-LLaVA#20"), model=False)[0].category == "collective_mismatch"
+    # one rank, two sizes (it may be in two groups whose sequence numbers coincide): not evidence of a mismatch
+    rank0 = "\n".join(ln for ln in train_log("modelscope/FunASR#2317").splitlines() if "Rank 1]" not in ln)
+    two_groups = rank0 + "\n" + rank0.replace("NumelIn=4311252", "NumelIn=1")
+    assert C.classify(two_groups, model=False)[0].category == "collective_timeout"
+
+
 def test_a_cause_ranked_over_its_louder_timeouts_keeps_its_confidence():
     found = C.classify(train_log("pytorch/pytorch#77030"))
     assert found[0].confidence > found[1].confidence and found[1].category == "collective_timeout"
@@ -261,12 +274,6 @@ def test_the_libraries_own_messages_are_named_by_their_rules():
     assert sum(named) / len(named) >= 0.97
 
 
-def train_log(thread: str) -> str:
-    """A snippet of the training split (real text users pasted, with its source in the file)."""
-    from nbhelpers.diagnosis.model import TRAIN
-    return next(r["log"] for r in rows_of(TRAIN) if r["id"] == thread)
-
-
 def test_a_launchers_report_of_some_failure_counts_only_when_nothing_else_explains_it():
     # DeepSpeed's launcher kills the other ranks after any failure ("sigkill_handler ... Killing subprocess"): next
     # to a watchdog timeout it is that timeout's aftermath (a thread the rules had called a killed rank)
@@ -278,6 +285,21 @@ def test_a_launchers_report_of_some_failure_counts_only_when_nothing_else_explai
     ipv6 = train_log("helmholtz-analytics/heat#1003")
     found = [f.category for f in C.classify(ipv6 + "\n" + train_log("deepspeedai/DeepSpeed#5066"), model=False)]
     assert found == ["collective_timeout"], found
+    # torchrun's "Sending process N closing signal SIGTERM" after a watchdog abort adds nothing to the exit code's
+    # report of a killed rank (snap-research/discoscene#5: seven of them and "exitcode: -6")
+    assert C.classify(train_log("snap-research/discoscene#5"), model=False)[0].category == "collective_timeout"
+    # with no error beside them, the SIGTERMs are the report of a rank that vanished (axolotl-ai-cloud/axolotl#1268)
+    assert [f.category for f in C.classify(train_log("axolotl-ai-cloud/axolotl#1268"), model=False)] == ["worker_killed"]
+
+
+def test_an_interface_list_explains_connection_errors_only():
+    # NCCL on loopback next to "no device function" (NVIDIA/nccl#792: an NCCL without kernels for the GPU): the
+    # one-node job may well use lo; the error is the build's
+    assert C.classify(train_log("NVIDIA/nccl#792"), model=False)[0].category == "version_mismatch"
+    # next to an NCCL system error, an interface list is the explanation (horovod/horovod#584: NCCL on lo, and its
+    # socket error is the only error line)
+    found = C.classify(train_log("horovod/horovod#584"), model=False)
+    assert found[0].category == "network_interface" and "nccl_system_error" in [f.category for f in found], found
 
 
 def test_an_nccl_error_trace_counts_where_it_began():

@@ -248,6 +248,9 @@ RULES: list[Rule] = [
     # "Command '[...]' died with <Signals.SIGSEGV: 11>." (subprocess.py, CalledProcessError.__str__)
     R("worker_killed", "died with <signals.", r"died with <signals\.sig(segv|kill|bus|abrt|ill|fpe)\b", 6),
     R("worker_killed", "remote worker crashing", weight=3),
+    R("worker_killed", "killed", r"^[\s`'\"]*killed[\s`'\".]*$", 5),  # a shell's report of a SIGKILLed child
+    # torchrun ending the other ranks after one failed: a failure it did not explain (no traceback) is mostly a kill
+    R("worker_killed", "closing signal sigterm", weight=2, alone=True),
     R("worker_killed", "connection closed by peer", r"gloo|pair\.cc", 2.5),
     # gloo's "Read error [addr]:port: Connection reset by peer": the peer process went away (it died or was killed)
     R("worker_killed", "connection reset by peer", r"gloo|pair\.cc", 2.5),
@@ -268,6 +271,7 @@ RULES: list[Rule] = [
     # CUDA errors that mean "this build has no kernels for this GPU" (architecture newer than the build)
     R("version_mismatch", "named symbol not found", weight=8),
     R("version_mismatch", "invalid device function", weight=7),
+    R("version_mismatch", "no device function", r"^(\S+ )?no device function\s*$", 6),  # NCCL built without this GPU's arch
     R("version_mismatch", "is not compatible with the current pytorch", weight=7),
     # --- from the training split's misses (tests/data/corpus_test.jsonl is never read for these) ---
     # rendezvous: the store or the peers never reached at start-up, or the launcher could not reach a node
@@ -291,6 +295,11 @@ RULES: list[Rule] = [
     R("collective_mismatch", "mismatched", r"mismatched (allreduce|allgather|broadcast|alltoall)", 6),
     R("collective_mismatch", "op.preamble.length <= op.nbytes", weight=7),
     R("collective_mismatch", "inputs, expected group.size()", weight=6),
+    # fairseq's all_gather_list: "Unable to unpickle data from other workers ... the workers have fallen out of sync"
+    R("collective_mismatch", "unable to unpickle data from other workers", weight=6),
+    R("collective_mismatch", "fallen out of sync", weight=4),
+    R("collective_mismatch", "must match number of collective participants", weight=6),  # scatter/gather list length
+    R("collective_mismatch", "must be equal to world_size times input tensor size", weight=6),  # all_gather_into_tensor
     # a rank (or the job) killed from outside, or crashed
     R("worker_killed", "exited on signal 9", weight=7),
     R("worker_killed", "is killed by signal: segmentation fault", weight=5),
@@ -333,7 +342,8 @@ RULES: list[Rule] = [
     R("infiniband", "couldn't load driver", r"libibverbs|rdmav", 5),
     # NCCL system errors (sockets, the OS)
     R("nccl_system_error", "connection reset by peer", r"nccl warn call to (write|recv|send) failed|warn call to recv", 5),
-    R("nccl_system_error", "could not find real path of", weight=6),
+    # "... of /sys/class/pci_bus/...": NCCL's topology failed; "... of /sys/class/net/eth0/device" is a virtual NIC (INFO)
+    R("nccl_system_error", "could not find real path of", r"/sys/class/(?!net/)", 6),
     # NCCL and CUDA
     R("nccl_unhandled_cuda_error", "failed to open cuda ipc handle", weight=6),
     R("nccl_unhandled_cuda_error", "peer access is not supported", weight=5),
@@ -507,6 +517,8 @@ RULES: list[Rule] = [
     R('dataloader_shm', 'shared memory manager connection has timed out', weight=5),  # torch/lib/libshm/socket.h
     # torch/distributed/elastic/multiprocessing/errors/__init__.py:142
     R('dataloader_shm', 'received by pid', r'signal 7 \(sigbus\) received by pid', 3),
+    R('collective_timeout', 'deepep', r'deepep .*\btimeout\b', 4),  # deepseek-ai/DeepEP: "DeepEP dispatch NVL receiver timeout"
+    R('dataloader_shm', 'exits with return', r'exits with return (code\s*=\s*)?-7\b', 3),  # DeepSpeed's launcher: SIGBUS
     # aten/src/ATen/cuda/CublasHandlePool.cpp
     R('oom_in_collective', '_status_alloc_failed', r'(cublas|cusparse|cusolver|cudnn)_status_alloc_failed', 7),
     R('oom_in_collective', 'cufft_alloc_failed', weight=6),  # aten/src/ATen/native/cuda/CuFFTUtils.h
@@ -947,6 +959,7 @@ RULES: list[Rule] = [
     R('checkpoint_corrupt', 'file does not contain tensor', weight=4),  # huggingface/safetensors bindings/python/src/lib.rs:809
     R('checkpoint_corrupt', 'no such file or directory', r'no such file or directory: \S+\.safetensors', 5),  # huggingface/safetensors bindings/python/src/lib.rs:604 safe_open
     R('checkpoint_corrupt', 'checkpointexception ranks:', weight=3),  # pytorch/pytorch torch/distributed/checkpoint/api.py CheckpointException.__str__
+    R('checkpoint_corrupt', 'assert metadata is not none', weight=5),  # DCP's load_state_dict: no .metadata written
     R('checkpoint_corrupt', '.metadata', r"no such file or directory: '[^']*\.metadata'", 6),  # pytorch/pytorch torch/distributed/checkpoint/filesystem.py FileSystemReader.read
 ]
 
@@ -954,9 +967,11 @@ NCCL_VERSION = re.compile(r"NCCL(?:_VERSION=\"?|\s+version\s+)(\d+\.\d+\.\d+)|^\
 CONTEXT_NEEDLES = ("nccl version", "nccl_version=", "sequencenumber=", "worker_count=", "seqnum=")  # whole-log checks
 BARRIER_COUNTS = re.compile(r"world_size=(\d+), worker_count=(\d+)")
 SEQ_NUMBER = re.compile(r"\[Rank (\d+)\].*SequenceNumber=(\d+)")
-# the watchdog's "WorkNCCL(SeqNum=3742816, OpType=REDUCE, ...)": ranks timing out at the same sequence number of the
-# same process group in different operations called different collectives there (a mismatch, not a slow rank)
-WORK_OP = re.compile(r"SeqNum=(\d+),\s*OpType=(\w+)")
+# the watchdog's "WorkNCCL(SeqNum=3742816, OpType=REDUCE, NumelIn=..., ...)": ranks timing out at the same sequence
+# number of the same process group in different operations, or in one operation whose sizes must agree but with
+# different sizes, called different collectives there (a mismatch, not a slow rank)
+WORK_OP = re.compile(r"SeqNum=(\d+),\s*OpType=(\w+)(?:,\s*NumelIn=(\d+))?")
+SAME_SIZE_OPS = {"ALLREDUCE", "BROADCAST", "REDUCE", "_ALLGATHER_BASE", "_REDUCE_SCATTER_BASE"}  # not all-to-all
 PG_ID = re.compile(r"PG ID (\d+)")
 RANK_PATTERNS = [re.compile(p) for p in (r"\[rank(\d+)\]", r"\[Rank (\d+)\]", r"\brank\s*:\s*(\d+)",
                                          r"on rank:? (\d+)", r"\[default(\d+)\]:", r"local_rank:\s*(\d+)")]
@@ -964,6 +979,10 @@ TRACE_FRAME = re.compile(rb"\.(?:cc|cu|h):\d+ -> \d+")  # NCCL's error trace, on
 NCCL_PREFIX = re.compile(r"^(?:\S+\s+)?([A-Za-z0-9_.-]+):(\d+):(\d+) \[(\d+)\]")
 NBH_PREFIX = re.compile(r"\[([A-Za-z0-9_.-]+):(\d+)\]")
 
+# the errors a context (an interface list, a rank waiting at the store, NCCL's IB trace) can explain: connections
+# and hangs, not a CUDA, version, checkpoint, /dev/shm or out-of-memory error
+CONNECTION = {"rendezvous_timeout", "port_in_use", "collective_timeout", "nccl_system_error", "nccl_internal_or_invalid_usage",
+              "network_interface", "infiniband", "worker_killed"}
 PEER_GONE_NEEDLES = {"connection closed by peer", "remote worker crashing"}
 # torchrun's and spawn's reports of a rank's signal, SIGKILL (-9) left out: a kill is never an abort's report
 TEARDOWN_SIGNAL_RULES = {r for r in RULES if r.category == "worker_killed" and r.needle in
@@ -1059,6 +1078,7 @@ class _State:
         self.seq_numbers: dict[int, int] = {}
         self.seq_line: int | None = None
         self.work_ops: dict[tuple[str, int], dict[str, int]] = {}   # (pg, seq) -> {op: first line}
+        self.work_sizes: dict[tuple[str, int, str], dict[int, set[int]]] = {}  # (pg, seq, op) -> {rank: {numel}}
         self.waits: dict[tuple[str, str], int] = {}
         self.lines = 0
         self.tail = b""        # the last bytes seen: what the model reads when no rule fires
@@ -1129,8 +1149,11 @@ def _context(needle: str, line: str, lineno: int, st: _State) -> None:
     if needle == "seqnum=":
         m, pg = WORK_OP.search(line), PG_ID.search(line)
         if m:
-            ops = st.work_ops.setdefault((pg.group(1) if pg else "", int(m.group(1))), {})
-            ops.setdefault(m.group(2).upper(), lineno)
+            key, op = (pg.group(1) if pg else "", int(m.group(1))), m.group(2).upper()
+            st.work_ops.setdefault(key, {}).setdefault(op, lineno)
+            rank = _where(line)[0]
+            if m.group(3) and op in SAME_SIZE_OPS and rank is not None:
+                st.work_sizes.setdefault((*key, op), {}).setdefault(rank, set()).add(int(m.group(3)))
         return
     if needle == "sequencenumber=":
         m = SEQ_NUMBER.search(line)
@@ -1237,10 +1260,15 @@ def _score(hits: dict[Rule, int]) -> float:
 def _findings(st: _State) -> list[Finding]:
     if max(st.waits.values(), default=0) >= STUCK_AFTER:
         st.hits["rendezvous_timeout"][STUCK_BARRIER] = 1
-    scores = {c: _score({r: n for r, n in h.items() if not r.context}) for c, h in st.hits.items()}
-    anchored = any(not (r.context or r.alone) for h in st.hits.values() for r in h)
-    if anchored:  # context rules (interface lists, ...) only count next to a real error, not next to a report of one
-        scores = {c: _score(h) for c, h in st.hits.items()}
+    real = {c for c, h in st.hits.items() if any(not (r.context or r.alone) for r in h)}  # a real error's category
+    anchored, explained = bool(real), bool(real & CONNECTION)
+
+    def counted(c: str, r: Rule) -> bool:
+        # context rules (interface lists, ...) count only next to a real error they can explain, not next to a report
+        # of one; a launcher's report of some failure ("alone") counts only where no other category has a real error
+        return (explained or not r.context) and not (r.alone and real - {c})
+
+    scores = {c: _score({r: n for r, n in h.items() if counted(c, r)}) for c, h in st.hits.items()}
     if anchored and len(st.nccl_versions) >= 2:
         versions = sorted(st.nccl_versions)
         scores["version_mismatch"] = scores.get("version_mismatch", 0) + 7
@@ -1261,6 +1289,16 @@ def _findings(st: _State) -> list[Finding]:
             min(ops.values()), f"ranks timed out at the same collective (SeqNum={seq}) in different operations: "
                                f"{', '.join(sorted(ops))}"))
         st.first_line.setdefault("collective_mismatch", min(ops.values()))
+    sized = next(((pg, seq, op, sizes) for (pg, seq, op), by_rank in st.work_sizes.items()
+                  if len(sizes := {next(iter(n)) for n in by_rank.values() if len(n) == 1}) >= 2), None)
+    if sized and not split:  # each rank one size, and the ranks disagree (a rank with several may be in several groups)
+        pg, seq, op, sizes = sized
+        line = st.work_ops[(pg, seq)][op]
+        scores["collective_mismatch"] = scores.get("collective_mismatch", 0) + 7
+        st.evidence.setdefault("collective_mismatch", []).insert(0, Evidence(
+            line, f"ranks timed out in the same {op} (SeqNum={seq}) with different sizes: NumelIn "
+                  f"{', '.join(map(str, sorted(sizes)))}"))
+        st.first_line.setdefault("collective_mismatch", line)
     scores = {c: s for c, s in scores.items() if s > 0}
     if not scores:
         return []
@@ -1269,7 +1307,7 @@ def _findings(st: _State) -> list[Finding]:
     if len(lone) < len(scores):
         scores = {c: s for c, s in scores.items() if c not in lone}
     consequences = set(CONSEQUENCE)
-    killed = st.hits.get("worker_killed", {})
+    killed = [r for r in st.hits.get("worker_killed", {}) if counted("worker_killed", r)]
     if killed and "collective_timeout" in scores and all(r.needle in PEER_GONE_NEEDLES for r in killed):
         # only "connection closed by peer": a rank that timed out and exited closes its peers' connections,
         # so here the lost peer is a consequence of the timeout, not a killed rank (notebook 04)
