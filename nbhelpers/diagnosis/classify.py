@@ -161,7 +161,8 @@ RULES: list[Rule] = [
     R("network_interface", "connectfullmesh failed", weight=4),
     # NCCL's "Socket creation failed : Address family not supported" is an error; c10d's "[W] ... cannot be
     # initialized on [::]:29500 (errno: 97 ...)" is its warning that IPv6 is off, after which it tries IPv4: harmless
-    # next to any other error, the interface problem only when it is all a log shows (threads differ on it)
+    # next to any other error, the interface problem only when it is all a log shows (threads split evenly on it:
+    # three healthy runs, three interfaces of the training split and the dev set)
     R("network_interface", "address family not supported", r"^(?!.*cannot be initialized)", 6),
     R("network_interface", "errno: 97", r"^(?!.*cannot be initialized)", 5),
     R("network_interface", "cannot be initialized", r"errno: 97\b", 3, alone=True),
@@ -854,7 +855,12 @@ RULES: list[Rule] = [
     # c10d's retry while the store is not up yet: normal at start-up, a store that never comes up when it is all
     R('rendezvous_timeout', 'is not yet listening', r'errno: 111', 2, alone=True),
     R('nccl_internal_or_invalid_usage', 'no algorithm/protocol available', weight=6),  # nccl/src/enqueue.cc (NCCL_ALGO/PROTO)
-    R('infiniband', 'tensorpipe/common/ibv.h', weight=6),  # torch.distributed.rpc's TensorPipe ibverbs transport
+    R('infiniband', 'tensorpipe/common/ibv.h', weight=6),
+    # Ray's worker on a node whose address is not the one its raylet registered (a VPN, a container bridge, two NICs)
+    R('network_interface', 'can not find the matched raylet address', weight=6),
+    R('infiniband', 'tensorpipe/transport/ibv', weight=5),  # its ibverbs transport's reactor ("Unknown opcode: 136")
+    R('infiniband', 'modify qp', r'failed to modify qp', 5),  # ibv_modify_qp as RDMA engines word it ("... QP to RTS")
+    R('infiniband', 'gid', r'\bgid \d+ not available', 5),  # an RDMA device without the configured GID index  # torch.distributed.rpc's TensorPipe ibverbs transport
     R('rendezvous_timeout', 'rendezvousclosederror', weight=5),  # torch.distributed.elastic: a closed (stale) rendezvous
     R('checkpoint_corrupt', 'safetensorerror', weight=4),  # safetensors' exception: a header or file it cannot read
     # --- from the sources of ROCm (rccl, clr, ROCR), oneCCL, UCX, Open MPI / PRRTE / PMIx, Slurm, kubeflow's
