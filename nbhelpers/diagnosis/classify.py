@@ -967,6 +967,86 @@ RULES: list[Rule] = [
     R('checkpoint_corrupt', 'checkpointexception ranks:', weight=3),  # pytorch/pytorch torch/distributed/checkpoint/api.py CheckpointException.__str__
     R('checkpoint_corrupt', 'assert metadata is not none', weight=5),  # DCP's load_state_dict: no .metadata written
     R('checkpoint_corrupt', '.metadata', r"no such file or directory: '[^']*\.metadata'", 6),  # pytorch/pytorch torch/distributed/checkpoint/filesystem.py FileSystemReader.read
+    # RDMA engines as their source prints them (kvcache-ai/Mooncake, ai-dynamo/nixl, NVIDIA/nvshmem, deepseek-ai/DeepEP,
+    # aws/aws-ofi-nccl) and NCCL's newest IB transport; the messages are in nbhelpers/data/library_messages.jsonl
+    R('infiniband', 'worker: process failed for slice', weight=6),  # kvcache-ai/Mooncake mooncake-transfer-engine/src/transport/rdma_transport/worker_pool.cpp:654
+    R('infiniband', 'check mtu, gid, peer lid, peer qp num', weight=7),  # kvcache-ai/Mooncake mooncake-transfer-engine/src/transport/rdma_transport/rdma_endpoint.cpp:1194
+    R('infiniband', 'check local context port num', weight=6),  # kvcache-ai/Mooncake mooncake-transfer-engine/src/transport/rdma_transport/rdma_endpoint.cpp:1149
+    R('infiniband', 'gid is null, please check your gid index', weight=7),  # kvcache-ai/Mooncake mooncake-transfer-engine/src/transport/rdma_transport/rdma_context.cpp:1400
+    R('infiniband', 'no suitable gid found', r'no suitable gid found (on|while refreshing)', 6),  # kvcache-ai/Mooncake mooncake-transfer-engine/src/transport/rdma_transport/rdma_context.cpp:1369
+    R('infiniband', 'failed to open device', r'failed to open device \S+ on port \d+ with gid', 6),  # kvcache-ai/Mooncake mooncake-transfer-engine/src/transport/rdma_transport/rdma_context.cpp:211
+    R('infiniband', 'port not active', r'device \S+ port not active', 6),  # kvcache-ai/Mooncake mooncake-transfer-engine/src/transport/rdma_transport/rdma_context.cpp:1228
+    R('infiniband', 'failed to register memory', r'failed to register memory (0x)?[0-9a-f]+: .*\[\d+\]', 6),  # kvcache-ai/Mooncake mooncake-transfer-engine/src/transport/rdma_transport/rdma_context.cpp:602
+    R('infiniband', 'failed to create qp', r'failed to create qp: .*\[\d+\]', 6),  # kvcache-ai/Mooncake mooncake-transfer-engine/src/transport/rdma_transport/rdma_endpoint.cpp:145
+    R('infiniband', 'context is not active:', weight=5),  # kvcache-ai/Mooncake mooncake-transfer-engine/src/transport/rdma_transport/rdma_context.cpp:716
+    R('infiniband', 'no matched device found', weight=5),  # kvcache-ai/Mooncake mooncake-transfer-engine/src/transport/rdma_transport/rdma_context.cpp:1433
+    R('infiniband', 'rdmatransport: no available rnic', weight=7),  # kvcache-ai/Mooncake mooncake-transfer-engine/src/transport/rdma_transport/rdma_transport.cpp:1139
+    R('infiniband', 'received context async event', r'received context async event (local catastrophic error|port error|cq error|srq catastrophic error|[\w ]*work queue (catastrophic )?error)', 6),  # kvcache-ai/Mooncake mooncake-transfer-engine/src/transport/rdma_transport/worker_pool.cpp:1014
+    R('infiniband', 'dma buf supported required for gpu rdma', weight=6),  # kvcache-ai/Mooncake mooncake-transfer-engine/src/transport/rdma_transport/rdma_context.cpp:1328
+    R('infiniband', 'fi_getinfo failed for device', weight=6),  # kvcache-ai/Mooncake mooncake-transfer-engine/src/transport/efa_transport/efa_context.cpp:129
+    R('infiniband', 'efa cq error:', weight=7),  # kvcache-ai/Mooncake mooncake-transfer-engine/src/transport/efa_transport/efa_context.cpp:1241
+    R('rendezvous_timeout', 'etcdstorageplugin: unable to connect', weight=6),  # kvcache-ai/Mooncake mooncake-transfer-engine/src/transfer_metadata_plugin.cpp:454
+    R('rendezvous_timeout', 'etcdstorageplugin: unable to get', weight=5),  # kvcache-ai/Mooncake mooncake-transfer-engine/src/transfer_metadata_plugin.cpp:468
+    R('version_mismatch', 'unable to find metadata storage plugin', weight=6),  # kvcache-ai/Mooncake mooncake-transfer-engine/src/transfer_metadata_plugin.cpp:592
+    R('port_in_use', 'sockethandshakeplugin: bind', r'address already in use|\[98\]', 7),  # kvcache-ai/Mooncake mooncake-transfer-engine/src/transfer_metadata_plugin.cpp:715
+    R('rendezvous_timeout', 'sockethandshakeplugin: connect()', r'connection (timed out|refused)', 5),  # kvcache-ai/Mooncake mooncake-transfer-engine/src/transfer_metadata_plugin.cpp:1007
+    R('network_interface', 'not valid lan address found', weight=6),  # kvcache-ai/Mooncake mooncake-transfer-engine/src/transfer_engine_impl.cpp:165
+    R('rendezvous_timeout', 'check the availability of metadata storage', weight=6),  # kvcache-ai/Mooncake mooncake-transfer-engine/src/transport/tcp_transport/tcp_transport.cpp:337
+    R('rendezvous_timeout', 'timed out waiting for rdma ready ack', weight=5),  # kvcache-ai/Mooncake mooncake-transfer-engine/src/transport/rdma_transport/worker_pool.cpp:510
+    R('version_mismatch', 'version mismatch: server=', weight=7),  # kvcache-ai/Mooncake mooncake-store/src/master_client.cpp:459
+    R('rendezvous_timeout', 'failed to ping master for', weight=5),  # kvcache-ai/Mooncake mooncake-store/src/client_service.cpp:4897
+    R('version_mismatch', 'vram memory is detected as host by ucx', weight=7),  # ai-dynamo/nixl src/plugins/ucx/ucx_utils.cpp:660
+    R('version_mismatch', 'but ucx cuda support was not found', weight=6),  # ai-dynamo/nixl src/plugins/ucx/ucx_utils.cpp:712
+    R('version_mismatch', 'plugin api version mismatch for', weight=7),  # ai-dynamo/nixl src/core/nixl_plugin_manager.cpp:115
+    R('infiniband', 'failed to ucp_mem_map', r'^(?!.*out of memory)', 5),  # ai-dynamo/nixl src/plugins/ucx/ucx_utils.cpp:645
+    R('worker_killed', 'ucx am send failed with status', r'connection reset by remote peer', 5),  # ai-dynamo/nixl src/plugins/ucx/ucx_utils.cpp:212
+    R('worker_killed', 'was disconnected after transfer request creation', weight=6),  # ai-dynamo/nixl src/core/nixl_agent.cpp:1191
+    R('worker_killed', 'nixl_err_remote_disconnect', weight=5),  # ai-dynamo/nixl src/bindings/python/nixl_bindings.cpp:128
+    R('rendezvous_timeout', 'failed to announce agent', r'in etcd', 5),  # ai-dynamo/nixl src/core/nixl_etcd_metadata_backend.cpp:105
+    R('rendezvous_timeout', 'watch timed out for key', weight=5),  # ai-dynamo/nixl src/core/nixl_etcd_metadata_backend.cpp:236
+    R('rendezvous_timeout', 'poll timed out for ip_addr', weight=5),  # ai-dynamo/nixl src/core/nixl_p2p_metadata_backend.cpp:85
+    R('rendezvous_timeout', 'p2p backend could not connect to ip', weight=5),  # ai-dynamo/nixl src/core/nixl_p2p_metadata_backend.cpp:325
+    R('rendezvous_timeout', 'connection cannot be established', r'handshake from peer .* not received after', 6),  # ai-dynamo/nixl src/plugins/libfabric/libfabric_backend.cpp:914
+    R('infiniband', 'fi_getinfo failed for rail', weight=6),  # ai-dynamo/nixl src/utils/libfabric/libfabric_rail.cpp:458
+    R('infiniband', 'cq read failed on rail', weight=6),  # ai-dynamo/nixl src/utils/libfabric/libfabric_rail.cpp:755
+    R('oom_in_collective', 'nvshmem malloc failed', weight=8),  # NVIDIA/nvshmem src/host/mem/mem_heap.cpp:2266
+    R('oom_in_collective', 'cumemalloc failed', r'mem_heap\.cpp:\d+: non-zero status: 2 cumemalloc failed', 6),  # NVIDIA/nvshmem src/host/mem/mem_heap.cpp:341
+    R('infiniband', 'init failed for transport: ibgda', weight=6),  # NVIDIA/nvshmem src/host/transport/transport.cpp:282
+    R('infiniband', 'neither nv_peer_mem, or nvidia_peermem detected', weight=7),  # NVIDIA/nvshmem src/modules/transport/ibgda/ibgda.cpp:4558
+    R('infiniband', 'mem registration failed. reason:', weight=7),  # NVIDIA/nvshmem src/modules/transport/common/transport_ib_common.cpp:128
+    R('infiniband', 'error in mlx5dv_devx_obj_modify for', weight=7),  # NVIDIA/nvshmem src/modules/transport/ibgda/ibgda.cpp:1681
+    R('infiniband', 'does not support all necessary atomic operations', weight=5),  # NVIDIA/nvshmem src/modules/transport/ibgda/ibgda.cpp:4702
+    R('infiniband', 'unable to dlopen libibverbs', weight=6),  # NVIDIA/nvshmem src/modules/transport/ibgda/ibgda.cpp:4501
+    R('version_mismatch', 'incompatible version of the transport interface', weight=8),  # NVIDIA/nvshmem src/modules/transport/ibgda/ibgda.cpp:4412
+    R('version_mismatch', 'uid bootstrap versions not compatible', weight=7),  # NVIDIA/nvshmem src/modules/bootstrap/uid/bootstrap_uid.cpp:220
+    R('collective_timeout', 'deepep timeout for', r'deepep timeout for (dispatch|combine|barrier)', 7),  # deepseek-ai/DeepEP csrc/kernels/legacy/intranode.cu:461
+    R('collective_timeout', 'rdma sender timeout', r'deepep .*rdma sender timeout', 7),  # deepseek-ai/DeepEP csrc/kernels/legacy/internode.cu:654
+    R('collective_timeout', 'nvl receiver timeout', r'deepep .*nvl receiver timeout', 7),  # deepseek-ai/DeepEP csrc/kernels/legacy/internode.cu:1117
+    R('collective_timeout', 'deepep error: cpu recv timeout', weight=7),  # deepseek-ai/DeepEP csrc/legacy/buffer.hpp:596
+    R('collective_timeout', 'deepep error: timeout (dispatch cpu)', weight=7),  # deepseek-ai/DeepEP csrc/legacy/buffer.hpp:1105
+    R('collective_timeout', 'dispatch cpu wait exception', weight=6),  # deepseek-ai/DeepEP csrc/elastic/buffer.hpp:1063
+    R('collective_timeout', 'nvlink barrier timeout', r'deepep nvlink barrier timeout', 6),  # deepseek-ai/DeepEP deep_ep/include/deep_ep/common/comm.cuh:122
+    R('infiniband', 'completed with error: err:', r'net/ofi request \S+ \(\w+\) completed with error', 7),  # aws/aws-ofi-nccl include/nccl_ofi_platform.h:125
+    R('infiniband', 'security group on either this instance or the peer instance', weight=7),  # aws/aws-ofi-nccl src/platform-aws.cpp:1049
+    R('infiniband', 'ofi fi_getinfo() call failed', weight=7),  # aws/aws-ofi-nccl src/nccl_ofi_rdma.cpp:7308
+    R('infiniband', 'unable to find a protocol that worked', weight=6),  # aws/aws-ofi-nccl src/nccl_ofi_net.cpp:334
+    R('infiniband', 'remote write completed with error', weight=7),  # aws/aws-ofi-nccl src/nccl_ofi_rdma.cpp:1463
+    R('infiniband', 'unable to register memory (type =', weight=6),  # aws/aws-ofi-nccl src/nccl_ofi_sendrecv.cpp:582
+    R('version_mismatch', 'fi_opt_cuda_api_permitted is not declared', weight=6),  # aws/aws-ofi-nccl src/nccl_ofi_ofiutils.cpp:393
+    R('version_mismatch', 'failed to find cuda runtime library', weight=6),  # aws/aws-ofi-nccl src/nccl_ofi_cuda.cpp:152
+    R('infiniband', 'async fatal event', r'net/ib.*async fatal event', 8),  # NVIDIA/nccl src/transport/net_ib/common.cc:123
+    R('infiniband', 'gid table changed', r'net/ib.*gid table changed', 5),  # NVIDIA/nccl src/transport/net_ib/common.cc:153
+    R('network_interface', 'net/ib : no ip interface found', weight=7),  # NVIDIA/nccl src/transport/net_ib/init.cc:307
+    R('infiniband', 'attempted to merge incompatible devices', weight=6),  # NVIDIA/nccl src/transport/net_ib/init.cc:250
+    R('infiniband', 'net/ib : unable to open device', weight=7),  # NVIDIA/nccl src/transport/net_ib/init.cc:334
+    R('infiniband', 'unable to query port_num', r'net/ib', 6),  # NVIDIA/nccl src/transport/net_ib/init.cc:360
+    R('infiniband', 'mlx5dv_create_qp failed to create qp', weight=7),  # NVIDIA/nccl src/transport/net_ib/connect.cc:372
+    R('infiniband', 'failed in ncclibrocegetversionnum', weight=6),  # NVIDIA/nccl src/transport/net_ib/connect.cc:242
+    R('infiniband', 'got cqe with error', r'net/ib', 7),  # NVIDIA/nccl src/transport/net_ib/p2p.cc:854
+    R('infiniband', 'failed devices out of', r'net/ib: fatal error\. detected \d+ failed devices', 7),  # NVIDIA/nccl src/transport/net_ib/p2p_resiliency.cc:47
+    R('infiniband', 'could not find a replacement qp', weight=6),  # NVIDIA/nccl src/transport/net_ib/p2p_resiliency.cc:116
+    R('infiniband', 'marked as failed. initiating recovery', weight=5),  # NVIDIA/nccl src/transport/net_ib/p2p_resiliency.cc:376
+    R('network_interface', 'no valid [ipv6]:port pair found', weight=5),  # NVIDIA/nccl src/misc/socket.cc:290
 ]
 
 NCCL_VERSION = re.compile(r"NCCL(?:_VERSION=\"?|\s+version\s+)(\d+\.\d+\.\d+)|^\((\d+), (\d+), (\d+)\)\s*$", re.I)
