@@ -567,7 +567,7 @@ def own_error(ev: Evidence) -> Verdict | None:
     if not own:
         return None
     v = min(own, key=lambda v: v.first_fail_time or 0)
-    return ev.blame(v.rank, Rule.ERROR, f"rank {v.rank} failed with its own error", [v.error])
+    return ev.blame(v.rank, Rule.ERROR, f"rank {v.rank} failed with its own error", [v.error], Failure.RANK_ERROR)
 
 
 def nobody_stands_out(ev: Evidence) -> Verdict:
