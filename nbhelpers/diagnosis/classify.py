@@ -1355,36 +1355,29 @@ def _findings(st: _State) -> list[Finding]:
         return (explained or not r.context) and not (r.alone and real - {c})
 
     scores = {c: _score({r: n for r, n in h.items() if counted(c, r)}) for c, h in st.hits.items()}
+
+    def whole_log(category: str, line: int, text: str) -> None:  # a finding of the log as a whole, worth 7
+        scores[category] = scores.get(category, 0) + 7
+        st.evidence.setdefault(category, []).insert(0, Evidence(line, text))
+        st.first_line.setdefault(category, line)
+
     if anchored and len(st.nccl_versions) >= 2:
-        versions = sorted(st.nccl_versions)
-        scores["version_mismatch"] = scores.get("version_mismatch", 0) + 7
-        st.evidence.setdefault("version_mismatch", []).insert(0, Evidence(
-            min(st.nccl_versions.values()), f"two NCCL versions in one job: {', '.join(versions)}"))
-        st.first_line.setdefault("version_mismatch", min(st.nccl_versions.values()))
+        whole_log("version_mismatch", min(st.nccl_versions.values()),
+                  f"two NCCL versions in one job: {', '.join(sorted(st.nccl_versions))}")
     if len(set(st.seq_numbers.values())) >= 2:
-        scores["collective_mismatch"] = scores.get("collective_mismatch", 0) + 7
         desc = ", ".join(f"rank {r}: {s}" for r, s in sorted(st.seq_numbers.items()))
-        st.evidence.setdefault("collective_mismatch", []).insert(0, Evidence(
-            st.seq_line or 1, f"ranks are at different collective sequence numbers ({desc})"))
-        st.first_line.setdefault("collective_mismatch", st.seq_line or 1)
+        whole_log("collective_mismatch", st.seq_line or 1, f"ranks are at different collective sequence numbers ({desc})")
     split = next(((seq, ops) for (_, seq), ops in st.work_ops.items() if len(ops) >= 2), None)
     if split:
         seq, ops = split
-        scores["collective_mismatch"] = scores.get("collective_mismatch", 0) + 7
-        st.evidence.setdefault("collective_mismatch", []).insert(0, Evidence(
-            min(ops.values()), f"ranks timed out at the same collective (SeqNum={seq}) in different operations: "
-                               f"{', '.join(sorted(ops))}"))
-        st.first_line.setdefault("collective_mismatch", min(ops.values()))
+        whole_log("collective_mismatch", min(ops.values()), f"ranks timed out at the same collective (SeqNum={seq}) in "
+                  f"different operations: {', '.join(sorted(ops))}")
     sized = next(((pg, seq, op, sizes) for (pg, seq, op), by_rank in st.work_sizes.items()
                   if len(sizes := {next(iter(n)) for n in by_rank.values() if len(n) == 1}) >= 2), None)
     if sized and not split:  # each rank one size, and the ranks disagree (a rank with several may be in several groups)
         pg, seq, op, sizes = sized
-        line = st.work_ops[(pg, seq)][op]
-        scores["collective_mismatch"] = scores.get("collective_mismatch", 0) + 7
-        st.evidence.setdefault("collective_mismatch", []).insert(0, Evidence(
-            line, f"ranks timed out in the same {op} (SeqNum={seq}) with different sizes: NumelIn "
-                  f"{', '.join(map(str, sorted(sizes)))}"))
-        st.first_line.setdefault("collective_mismatch", line)
+        whole_log("collective_mismatch", st.work_ops[(pg, seq)][op], f"ranks timed out in the same {op} (SeqNum={seq}) "
+                  f"with different sizes: NumelIn {', '.join(map(str, sorted(sizes)))}")
     scores = {c: s for c, s in scores.items() if s > 0}
     if not scores:
         return []
