@@ -300,6 +300,11 @@ RULES: list[Rule] = [
     R("collective_mismatch", "unable to unpickle data from other workers", weight=6),
     R("collective_mismatch", "fallen out of sync", weight=4),
     R("collective_mismatch", "must match number of collective participants", weight=6),  # scatter/gather list length
+    R("collective_mismatch", "gather got an input of invalid size", weight=6),  # DataParallel: a short last batch
+    # an environment whose torch is older than the code (ModuleNotFoundError: No module named
+    # 'torch.distributed.checkpoint.format_utils'), or a library missing from it (ldd: "libnccl.so.1 => not found")
+    R("version_mismatch", "no module named 'torch.distributed", weight=5),
+    R("version_mismatch", "=> not found", r"\blib(nccl|cudart|cuda|cublas|cudnn|torch\w*|c10\w*)[\w.]*\s+=> not found", 5),
     R("collective_mismatch", "must be equal to world_size times input tensor size", weight=6),  # all_gather_into_tensor
     # a rank (or the job) killed from outside, or crashed
     R("worker_killed", "exited on signal 9", weight=7),
@@ -1047,6 +1052,61 @@ RULES: list[Rule] = [
     R('infiniband', 'could not find a replacement qp', weight=6),  # NVIDIA/nccl src/transport/net_ib/p2p_resiliency.cc:116
     R('infiniband', 'marked as failed. initiating recovery', weight=5),  # NVIDIA/nccl src/transport/net_ib/p2p_resiliency.cc:376
     R('network_interface', 'no valid [ipv6]:port pair found', weight=5),  # NVIDIA/nccl src/misc/socket.cc:290
+    # the frameworks' own messages, from their sources (DeepSpeed, accelerate, Lightning, verl, ms-swift, LlamaFactory,
+    # Megatron-LM, vLLM, sglang); the messages are in nbhelpers/data/library_messages.jsonl
+    R('rendezvous_timeout', 'unable to detect suitable master address', None, 5),  # deepspeedai/DeepSpeed deepspeed/launcher/runner.py:506
+    R('collective_mismatch', 'does not match torch world size', r'mpi world size \d+ does not match torch world size \d+', 6),  # deepspeedai/DeepSpeed deepspeed/comm/comm.py:902
+    R('collective_mismatch', 'does not match torch rank', r'mpi rank \d+ does not match torch rank \d+', 6),  # deepspeedai/DeepSpeed deepspeed/comm/comm.py:901
+    R('version_mismatch', 'current torch version does not have', None, 6),  # deepspeedai/DeepSpeed deepspeed/comm/torch.py:203
+    R('version_mismatch', 'or higher to use symmetric memory', None, 6),  # deepspeedai/DeepSpeed deepspeed/comm/torch.py:457
+    R('version_mismatch', 'unable to run elasticity on target deepspeed version', None, 5),  # deepspeedai/DeepSpeed deepspeed/elasticity/elasticity.py:308
+    R('version_mismatch', 'due to it not being compatible due to hardware/software issue', None, 6),  # deepspeedai/DeepSpeed op_builder/builder.py:569
+    R('version_mismatch', 'no compute capabilities remaining after filtering', None, 6),  # deepspeedai/DeepSpeed op_builder/builder.py:729
+    R('checkpoint_corrupt', 'the checkpoint being loaded used a dp world size of', None, 8),  # deepspeedai/DeepSpeed deepspeed/runtime/engine.py:4629
+    R('checkpoint_corrupt', 'invalid for universal checkpoint', None, 6),  # deepspeedai/DeepSpeed deepspeed/runtime/engine.py:4311
+    R('collective_mismatch', 'is not consistent across all ranks', r'checkpoint tag name .* is not consistent across all ranks', 5),  # deepspeedai/DeepSpeed deepspeed/runtime/engine.py:4741
+    R('checkpoint_corrupt', 'expert checkpoint file is corrupt', None, 7),  # deepspeedai/DeepSpeed deepspeed/runtime/engine.py:4129
+    R('checkpoint_corrupt', 'invalid checkpoints and world size for sd', None, 7),  # deepspeedai/DeepSpeed deepspeed/runtime/state_dict_factory.py:117
+    R('rendezvous_timeout', 'but `master_addr` env was not set', None, 5),  # huggingface/accelerate src/accelerate/state.py:261
+    R('version_mismatch', 'is not available, please use', r'your assigned backend \S+ is not available, please use', 4),  # huggingface/accelerate src/accelerate/state.py:197
+    R('checkpoint_corrupt', "couldn't find a valid metadata file", None, 6),  # huggingface/accelerate src/accelerate/utils/fsdp_utils.py:492
+    R('collective_mismatch', "you can't use batches of different size with", None, 5),  # huggingface/accelerate src/accelerate/data_loader.py:845
+    R('collective_mismatch', 'please see the earlier error for more details', r'error found while calling `accelerate\.', 4),  # huggingface/accelerate src/accelerate/utils/operations.py:418
+    R('version_mismatch', 'cannot initialize distributed process group', None, 6),  # Lightning-AI/pytorch-lightning src/lightning/fabric/utilities/distributed.py:274
+    R('checkpoint_corrupt', 'is not a valid deepspeed checkpoint', None, 5),  # Lightning-AI/pytorch-lightning src/lightning/fabric/strategies/deepspeed.py:928
+    R('checkpoint_corrupt', 'deepspeed was unable to load the checkpoint', None, 6),  # Lightning-AI/pytorch-lightning src/lightning/pytorch/strategies/deepspeed.py:701
+    R('collective_mismatch', 'within local rank has zero length', None, 6),  # Lightning-AI/pytorch-lightning src/lightning/pytorch/utilities/data.py:114
+    R('checkpoint_corrupt', '_world_size_', r'no such file or directory.*(model|optim|extra_state)_world_size_\d+_rank_\d+\.pt', 7),  # volcengine/verl verl/utils/checkpoint/fsdp_checkpoint_manager.py:135
+    R('checkpoint_corrupt', 'state dict not found in', r'(optimizer|lr scheduler|rng) state dict not found in .*please check the checkpoint file', 5),  # volcengine/verl verl/utils/checkpoint/megatron_checkpoint_manager.py:383
+    R('collective_mismatch', 'is not equal to self.world_size', None, 5),  # volcengine/verl verl/checkpoint_engine/nccl_checkpoint_engine.py:212
+    R('rendezvous_timeout', 'dp coordinator process failed to report zmq addresses', None, 4),  # modelscope/ms-swift swift/infer_engine/vllm_engine.py:75
+    R('version_mismatch', 'or set `disable_version_check=1` to skip this check', None, 5),  # hiyouga/LlamaFactory src/llamafactory/extras/misc.py:90
+    R('version_mismatch', 'is required for a normal functioning of this module', None, 5),  # hiyouga/LlamaFactory src/llamafactory/extras/misc.py:92
+    R('checkpoint_corrupt', 'is not a distributed checkpoint', None, 6),  # NVIDIA/Megatron-LM megatron/core/dist_checkpointing/validation.py:213
+    R('checkpoint_corrupt', 'checkpointingexception: checkpoint directory', r'checkpoint directory \S+ does not exist', 5),  # NVIDIA/Megatron-LM megatron/core/dist_checkpointing/validation.py:210
+    R('checkpoint_corrupt', 'integrity manifest not found at', None, 4),  # NVIDIA/Megatron-LM megatron/core/dist_checkpointing/validation.py:551
+    R('checkpoint_corrupt', 'overwriting old incomplete / corrupted checkpoint', None, 4),  # NVIDIA/Megatron-LM megatron/core/dist_checkpointing/serialization.py:416
+    R('checkpoint_corrupt', 'common.pt does not exist', None, 6),  # NVIDIA/Megatron-LM megatron/core/dist_checkpointing/strategies/common.py:50
+    R('checkpoint_corrupt', 'shards after fully parallel loading', None, 7),  # NVIDIA/Megatron-LM megatron/core/dist_checkpointing/strategies/fully_parallel.py:347
+    R('checkpoint_corrupt', 'missing loaded item shard', None, 6),  # NVIDIA/Megatron-LM megatron/core/dist_checkpointing/strategies/fully_parallel.py:596
+    R('version_mismatch', 'uneven sharding not supported for pytorch version', None, 6),  # NVIDIA/Megatron-LM megatron/core/dist_checkpointing/strategies/torch.py:309
+    R('version_mismatch', 'installed nvidia-resiliency-ext does not support', None, 5),  # NVIDIA/Megatron-LM megatron/core/dist_checkpointing/strategies/torch.py:720
+    R('checkpoint_corrupt', 'unable to load optimizer from checkpoint', None, 6),  # NVIDIA/Megatron-LM megatron/training/checkpointing.py:3049
+    R('checkpoint_corrupt', 'unable to load rng state from checkpoint', None, 5),  # NVIDIA/Megatron-LM megatron/training/checkpointing.py:3132
+    R('checkpoint_corrupt', 'unable to load iteration from checkpoint', None, 6),  # NVIDIA/Megatron-LM megatron/training/checkpointing.py:2862
+    R('checkpoint_corrupt', 'could not load the checkpoint', r'^\W*(\[rank\d+\]:\s*)?could not load the checkpoint\s*$', 5),  # NVIDIA/Megatron-LM megatron/training/checkpointing.py:2109
+    R('checkpoint_corrupt', 'is set but no checkpoint was found under load directory', None, 5),  # NVIDIA/Megatron-LM megatron/training/checkpointing.py:2057
+    R('collective_mismatch', 'parameter hashes not matching across dp replicas', None, 6),  # NVIDIA/Megatron-LM megatron/training/training.py:3990
+    R('version_mismatch', 'is not supported for the current gpu. minimum capability', None, 7),  # vllm-project/vllm vllm/config/vllm.py
+    R('version_mismatch', 'is not supported with compute capability', None, 6),  # vllm-project/vllm vllm/engine/arg_utils.py
+    R('rendezvous_timeout', 'timed out waiting for engine core processes to start', None, 4),  # vllm-project/vllm vllm/v1/engine/core_client.py
+    R('collective_mismatch', 'nixl compatibility hash mismatch', None, 6),  # vllm-project/vllm vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py
+    R('version_mismatch', 'is not available; falling back to gloo', r'distributed backend (nccl|xccl|hccl|rccl)', 5),  # vllm-project/vllm vllm/distributed/parallel_state.py
+    R('port_in_use', 'is used by a process already', r'is not available in \d+ seconds', 7),  # sgl-project/sglang python/sglang/srt/utils/common.py
+    R('collective_timeout', 'watchdog timeout (self.watchdog_timeout=', None, 4),  # sgl-project/sglang python/sglang/srt/managers/scheduler.py
+    R('version_mismatch', 'could not load any common_ops library', None, 6),  # sgl-project/sglang sgl-kernel/python/sgl_kernel/load_utils.py
+    R('collective_timeout', 's in kvpoll.waitingforinput', r'timed out after [\d.]+s in kvpoll\.waitingforinput', 5),  # sgl-project/sglang python/sglang/srt/disaggregation/mooncake/conn.py
+    R('rendezvous_timeout', 's in kvpoll.bootstrapping', r'timed out after [\d.]+s in kvpoll\.bootstrapping', 4),  # sgl-project/sglang python/sglang/srt/disaggregation/mooncake/conn.py
 ]
 
 NCCL_VERSION = re.compile(r"NCCL(?:_VERSION=\"?|\s+version\s+)(\d+\.\d+\.\d+)|^\((\d+), (\d+), (\d+)\)\s*$", re.I)
