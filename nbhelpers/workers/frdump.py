@@ -36,12 +36,11 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import sys
 import time
 from datetime import timedelta
 
 from nbhelpers.runtime.events import emit
-from nbhelpers.workers.common import join, log
+from nbhelpers.workers.common import exit_now, join, log
 
 FAULTS = ["none", "skip", "mismatch"]
 HIDDEN = 1024  # Linear(1024, 1024) without bias: 1048576 gradient elements, one 4 MiB bucket
@@ -129,9 +128,7 @@ def main(argv=None) -> None:
     # after destroy_process_group ("terminate called without an active exception", exit -6; 2 of 24 runs, 0 of 24
     # with TORCH_FR_BUFFER_SIZE=0, 2 of 24 without writing the dump): torch's teardown, not this job's.  The dumps
     # are written and the group is gone, so end here rather than in the interpreter's teardown.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    exit_now(0, "dumps written, process group destroyed")
 
 
 if __name__ == "__main__":
