@@ -182,6 +182,20 @@ def test_watchdog_timeouts_in_one_operation_with_different_sizes_at_one_seqnum_a
     assert C.classify(two_groups, model=False)[0].category == "collective_timeout"
 
 
+def test_nccl_coll_lines_with_different_collectives_at_one_opcount_are_a_mismatch():
+    # ROCm/rccl#429 (NCCL_DEBUG_SUBSYS=COLL): ranks 0, 1, 3 in AllReduce at opCount 28c, rank 2 in AllGather
+    rccl = train_log("ROCm/rccl#429")
+    top = C.classify(rccl, model=False)[0]
+    assert top.category == "collective_mismatch" and "opCount 28c" in top.evidence[0].text
+    assert "AllGather count 59205120" in top.evidence[0].text and "AllReduce count 9984512" in top.evidence[0].text
+    # NVIDIA/nccl#147: the first Broadcast, 25503912 elements of type 6 on rank 0, 53 of type 4 on the others
+    assert "count 53 datatype 4" in C.classify(train_log("NVIDIA/nccl#147"), model=False)[0].evidence[0].text
+    # one process's lines alone: nothing to disagree with, and these INFO lines are no failure
+    assert C.classify("\n".join(ln for ln in rccl.splitlines() if ":45012:" not in ln), model=False) == []
+    # one process in two operations at one opCount may hold two communicators of this size: not evidence
+    assert C.classify(rccl.replace(":45012:45012", ":45006:45006"), model=False) == []
+
+
 def test_a_cause_ranked_over_its_louder_timeouts_keeps_its_confidence():
     found = C.classify(train_log("pytorch/pytorch#77030"))
     assert found[0].confidence > found[1].confidence and found[1].category == "collective_timeout"
@@ -309,3 +323,9 @@ def test_an_nccl_error_trace_counts_where_it_began():
     assert C.classify(train_log("NVIDIA/nccl#914"), model=False)[0].category == "nccl_system_error"
     # NCCL's IB plugin failing to start without libibverbs ("net_ib.cc:852 -> 3") falls back to sockets: healthy
     assert C.classify(train_log("pytorch/pytorch#174030")) == []
+
+
+def test_an_error_pasted_from_a_url_is_read_unescaped():
+    # turboderp-org/exllamav2#530: the title as the URL carries it
+    top = C.classify(train_log("turboderp-org/exllamav2#530"), model=False)[0]
+    assert top.category == "version_mismatch" and top.evidence[0].text.endswith("undefined symbol: ncclCommRegister")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import os
 import re
+from collections import OrderedDict
 from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
@@ -1119,6 +1120,16 @@ SEQ_NUMBER = re.compile(r"\[Rank (\d+)\].*SequenceNumber=(\d+)")
 WORK_OP = re.compile(r"SeqNum=(\d+),\s*OpType=(\w+)(?:,\s*NumelIn=(\d+))?")
 SAME_SIZE_OPS = {"ALLREDUCE", "BROADCAST", "REDUCE", "_ALLGATHER_BASE", "_REDUCE_SCATTER_BASE"}  # not all-to-all
 PG_ID = re.compile(r"PG ID (\d+)")
+# NCCL_DEBUG_SUBSYS=COLL's line for each collective a process enqueues (NCCL and RCCL, enqueue.cc): "host:pid:tid [dev]
+# NCCL INFO AllReduce: opCount 28c sendbuff ... count 9984512 datatype 7 op 0 root 0 comm 0x... [nranks=4] ...".
+# Every rank of a communicator numbers its collectives alike, so processes at the same opCount of a communicator
+# of the same size that called a different operation, count, type, reduction or root called different collectives
+# (NCCL does not check; the job hangs or computes garbage).  Send/Recv are left out: their counts differ by peer.
+COLL_OP = re.compile(rb"NCCL INFO (AllReduce|Broadcast|Reduce|AllGather|ReduceScatter): opCount (\w+) sendbuff \S+ "
+                     rb"recvbuff \S+ count (\d+) datatype (\d+) op (\d+) root (\d+) comm \S+ \[nranks=(\d+)\]")
+COLL_PROCESS = re.compile(rb"([A-Za-z0-9_.-]+):(\d+):\d+ \[\d+\] $")  # "host:pid:tid [dev] " before "NCCL INFO"
+URL_ESCAPE = re.compile(rb"%(2[0-9A-Fa-f]|3[A-Fa-f])")  # the punctuation a URL escapes: space, quotes, /, :, ;, =
+COLL_WINDOW = 20000  # the latest (nranks, opCount) pairs kept: ranks reach one collective at about the same time
 RANK_PATTERNS = [re.compile(p) for p in (r"\[rank(\d+)\]", r"\[Rank (\d+)\]", r"\brank\s*:\s*(\d+)",
                                          r"on rank:? (\d+)", r"\[default(\d+)\]:", r"local_rank:\s*(\d+)")]
 TRACE_FRAME = re.compile(rb"\.(?:cc|cu|h):\d+ -> \d+")  # NCCL's error trace, one frame a line
@@ -1225,6 +1236,8 @@ class _State:
         self.seq_line: int | None = None
         self.work_ops: dict[tuple[str, int], dict[str, int]] = {}   # (pg, seq) -> {op: first line}
         self.work_sizes: dict[tuple[str, int, str], dict[int, set[int]]] = {}  # (pg, seq, op) -> {rank: {numel}}
+        self.coll_ops: OrderedDict[tuple[str, str], dict] = OrderedDict()  # (nranks, opCount) -> {process: (op, line)}
+        self.coll_split: tuple[int, str, list[str]] | None = None  # the first opCount where processes disagree
         self.waits: dict[tuple[str, str], int] = {}
         self.lines = 0
         self.tail = b""        # the last bytes seen: what the model reads when no rule fires
@@ -1283,6 +1296,8 @@ def _scan(chunk: bytes, base: int, st: _State) -> None:
                 if rule.matches(line) and (rule.in_warnings or not NOISE.search(line)) and \
                         not (rule.origin and start and TRACE_FRAME.search(chunk, chunk.rfind(b"\n", 0, start - 1) + 1, start)):
                     st.add(rule, lineno, line)
+    if st.coll_split is None and b": opCount " in chunk:
+        _coll_ops(chunk, base, st)
     st.lines = base + chunk.count(b"\n")
 
 
@@ -1312,6 +1327,40 @@ def _context(needle: str, line: str, lineno: int, st: _State) -> None:
         st.nccl_versions.setdefault(m.group(1) or ".".join(m.group(2, 3, 4)), lineno)
 
 
+def _coll_ops(chunk: bytes, base: int, st: _State) -> None:
+    """NCCL's COLL lines in ``chunk``: note each process's collective at each opCount, and the first disagreement."""
+    lineno, pos = base + 1, 0
+    for m in COLL_OP.finditer(chunk):
+        start = chunk.rfind(b"\n", 0, m.start()) + 1
+        who = COLL_PROCESS.search(chunk, max(start, m.start() - 120), m.start())
+        if not who:
+            continue
+        lineno += chunk.count(b"\n", pos, start)
+        pos = start
+        op, count_, count, dtype, redop, root, nranks = (g.decode() for g in m.groups())
+        seen = st.coll_ops.get((nranks, count_))
+        if seen is None:
+            seen = st.coll_ops[(nranks, count_)] = {}
+            if len(st.coll_ops) > COLL_WINDOW:
+                st.coll_ops.popitem(last=False)
+        what = (op, count, dtype, redop if op in ("AllReduce", "Reduce", "ReduceScatter") else "",
+                root if op in ("Broadcast", "Reduce") else "")
+        proc = who.groups()
+        if proc in seen:  # a second communicator of this size in the process: its opCounts say nothing here
+            if seen[proc][0] != what:
+                seen[proc] = (None, lineno)
+            continue
+        first = next(iter(seen.values()), None)
+        seen[proc] = (what, lineno)
+        if first is None or first[0] == what:
+            continue
+        kinds = {w: n for w, n in seen.values() if w is not None}
+        if len(kinds) >= 2:
+            shown = [f"{w[0]} count {w[1]} datatype {w[2]}" + (f" root {w[4]}" if w[4] else "") for w in kinds]
+            st.coll_split = (min(kinds.values()), count_, sorted(set(shown)))
+            return
+
+
 def _chunks(source: Iterable[str | bytes]) -> Iterator[bytes]:
     """Whole lines of UTF-8 in blocks of about CHUNK bytes, whatever the pieces' sizes and types."""
     buf: list[bytes] = []
@@ -1338,6 +1387,8 @@ def classify_stream(source: Iterable[str | bytes], model: bool = True) -> list[F
     st = _State()
     base = 0
     for chunk in _chunks(source):
+        if b"%20" in chunk:  # an error message pasted from a URL or an issue title: "undefined%20symbol:%20ncclX"
+            chunk = URL_ESCAPE.sub(lambda m: bytes([int(m.group(1), 16)]), chunk)
         _scan(chunk, base, st)
         base = st.lines
         st.tail = (st.tail + chunk)[-TAIL_BYTES:]
@@ -1438,6 +1489,10 @@ def _findings(st: _State) -> list[Finding]:
         pg, seq, op, sizes = sized
         whole_log("collective_mismatch", st.work_ops[(pg, seq)][op], f"ranks timed out in the same {op} (SeqNum={seq}) "
                   f"with different sizes: NumelIn {', '.join(map(str, sorted(sizes)))}")
+    if st.coll_split:
+        line, count_, shown = st.coll_split
+        whole_log("collective_mismatch", line, f"processes called different collectives at NCCL opCount {count_}: "
+                  f"{'; '.join(shown)}")
     scores = {c: s for c, s in scores.items() if s > 0}
     if not scores:
         return []

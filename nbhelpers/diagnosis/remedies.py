@@ -31,7 +31,8 @@ REMEDIES: dict[Failure | Rule, tuple[str, ...]] = {
     Failure.COLLECTIVE_MISMATCH: (
         "Run with TORCH_DISTRIBUTED_DEBUG=DETAIL to get the first mismatching collective and the ranks (notebook 03); "
         "not with DDP on gloo, whose constructor crashes under DETAIL in torch 2.13: compare the ranks' tracebacks "
-        "instead (python -m nbhelpers run).",
+        "instead (python -m nbhelpers run). On NCCL, NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL logs every rank's "
+        "collectives with their opCount and count: doctor names the first opCount where the ranks disagree.",
         "Look for data-dependent control flow: a rank that skips a collective, variable-length tensors in "
         "all_gather, a collective inside `if rank == 0:` (notebooks 03, 04)."),
     Failure.NCCL_UNHANDLED_CUDA_ERROR: (
