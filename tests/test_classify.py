@@ -329,3 +329,28 @@ def test_an_error_pasted_from_a_url_is_read_unescaped():
     # turboderp-org/exllamav2#530: the title as the issue's URL carries it
     top = C.classify(train_log("turboderp-org/exllamav2#530"), model=False)[0]
     assert top.category == "version_mismatch" and top.evidence[0].text.endswith("undefined symbol: ncclCommRegister")
+
+
+def test_host_memory_running_out_inside_a_collective_is_named_over_the_peers_reset():
+    # a real run (tests/data/runs/user-oom-allgather): rank 1, capped by RLIMIT_AS, cannot allocate gloo's all_gather
+    # buffer; rank 0 sees "Connection reset by peer". Pasted, the logs get the verdict the supervised run gets.
+    runs = Path(__file__).resolve().parent / "data" / "runs" / "user-oom-allgather"
+    logs = {int(p.stem[4:]): p.read_text() for p in runs.glob("rank*.log")}
+    top = C.classify_logs(logs)[0]
+    assert top.category == "oom_in_collective" and "DefaultCPUAllocator" in top.evidence[0].text
+
+
+def test_a_ranks_own_exception_is_named_over_its_peers_lost_connections():
+    # a real run (tests/data/runs/user-valueerror): rank 1's collate raised ValueError; rank 0 lost its connection
+    # ("remote worker crashing") and torchrun sent SIGTERMs. Pasted, the logs name rank 1's error, as `run` does.
+    runs = Path(__file__).resolve().parent / "data" / "runs"
+    logs = {int(p.stem[4:]): p.read_text() for p in (runs / "user-valueerror").glob("rank*.log")}
+    found = C.classify_logs(logs, (runs / "user-valueerror" / "torchrun.log").read_text())
+    assert [f.category for f in found] == ["rank_error", "worker_killed"]
+    own = found[0].evidence[0]
+    assert own.rank == 1 and "ValueError: labels must be in [0, 10)" in own.text and "train_label_check.py:40" in own.text
+    # a rank killed by SIGKILL raised nothing of its own: the kill stays the answer
+    killed = {int(p.stem[4:]): p.read_text() for p in (runs / "user-sigkill").glob("rank*.log")}
+    assert C.classify_logs(killed)[0].category == "worker_killed"
+    # the exception alone, with no peer's report of it, is no distributed failure the rules know
+    assert C.classify(logs[1], model=False) == []

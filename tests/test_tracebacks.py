@@ -4,6 +4,7 @@ from pathlib import Path
 from nbhelpers.diagnosis.culprit import enclosing_rank_branch
 from nbhelpers.diagnosis.tracebacks import (
     Frame,
+    exceptions,
     last_traceback,
     stack_frames,
     where_from,
@@ -63,3 +64,12 @@ def test_the_rank_branch_around_a_line_is_found_in_real_source():
     assert enclosing_rank_branch(early, 52)[1] == "if is_main_process()"
     assert enclosing_rank_branch(early, 56)[1].startswith("else of `if is_main_process()")
     assert enclosing_rank_branch(finetune, 60) is None  # _run_batch: no rank branch
+
+
+def test_every_traceback_of_interleaved_ranks_is_kept_apart_by_its_prefix():
+    r0, r1 = log("user-valueerror", 0).splitlines(), log("user-valueerror", 1).splitlines()
+    mixed = [ln for pair in zip(r0, r1) for ln in pair] + r0[len(r1):] + r1[len(r0):]
+    found = {rank: (mixed[i], w) for rank, i, w in exceptions("\n".join(mixed))}
+    assert set(found) == {0, 1}
+    assert found[1][1].exc_type == "ValueError" and found[1][0].startswith("[rank1]: ValueError")
+    assert found[1][1].user.func == "collate" and "Connection closed by peer" in found[0][1].message

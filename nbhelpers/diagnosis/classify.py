@@ -231,6 +231,9 @@ RULES: list[Rule] = [
     R("oom_in_collective", "failed to cuda calloc", weight=6),
     R("oom_in_collective", "failed to cuda malloc", weight=6),
     R("oom_in_collective", "cudaerrormemoryallocation", weight=7),
+    # host memory running out inside a collective: gloo allocates its flat all_gather buffer on the CPU (a real run:
+    # tests/data/runs/user-oom-allgather, a rank capped by RLIMIT_AS); the peers then see the connection reset
+    R("oom_in_collective", "defaultcpuallocator", r"can't allocate memory|not enough memory", 6),
     # a rank killed or dead
     R("worker_killed", "exitcode", r"exitcode\s*:?\s*-9\b", 7),
     R("worker_killed", "return code", r"return code\s*=\s*-9\b", 7),
@@ -329,6 +332,18 @@ RULES: list[Rule] = [
     R("network_interface", "btl_tcp_endpoint", r"connect\(\) to \S+ failed", 5),
     R("network_interface", "no route to host", r"^(?!.*\bnccl info\b)", 4),  # NCCL INFO retries are chatter
     R("network_interface", "network is unreachable", r"fe80::", 6),
+    # a peer reached at a link-local address (IPv4 169.254/16, IPv6 fe80::): valid on one link only, so another host
+    # cannot answer there (SageMaker, Kubernetes node-local and docker interfaces; ultralytics/yolov5#12811)
+    R("network_interface", "connect to", r"connect to \[?(169\.254\.|fe80:)[^ ]* ?.*fail", 7),
+    # TransformerEngine's userbuffers look NCCL_SOCKET_IFNAME up as one literal interface (NVIDIA/TransformerEngine#1170)
+    R("network_interface", "invalid network interface", weight=6),
+    # a torch built without distributed support (USE_DISTRIBUTED=0: macOS and some source builds; pytorch#90895)
+    R("version_mismatch", "no module named 'torch._c._distributed", weight=6),
+    # NCCL handed a result code the caller's headers do not know: the library loaded is not the one it was built
+    # against (NVIDIA/TensorRT-LLM#1131)
+    R("version_mismatch", "unknown result code", r"nccl", 4),
+    # libfabric's EFA provider reporting a failed RDMA transfer (aws/aws-ofi-nccl#346)
+    R("infiniband", "_handle_error()", r"efa", 5),
     # NCCL internal errors and invalid usage (topology, arguments)
     R("nccl_internal_or_invalid_usage", "does not loop back to start", weight=7),
     R("nccl_internal_or_invalid_usage", "could not find cpu close to gpu", weight=5),
@@ -1141,6 +1156,14 @@ NBH_PREFIX = re.compile(r"\[([A-Za-z0-9_.-]+):(\d+)\]")
 CONNECTION = {"rendezvous_timeout", "port_in_use", "collective_timeout", "nccl_system_error", "nccl_internal_or_invalid_usage",
               "network_interface", "infiniband", "worker_killed"}
 PEER_GONE_NEEDLES = {"connection closed by peer", "remote worker crashing"}
+# what a rank's peers and its launcher report when it ended with an error of its own: lost connections, torchrun's
+# SIGTERMs, a non-kill exit code, MPI's and Slurm's reports of a failed task (not a SIGKILL, an OOM kill, a crash)
+PEER_REPORTS = {r for r in RULES if r.category == "worker_killed" and (
+    r.alone or r.weight < 2 or r.needle in PEER_GONE_NEEDLES | {"connection reset by peer", "forcefully exiting via signals.sigkill"})}
+# exceptions that report a failure elsewhere (torchrun's, mp.spawn's, c10d's wrappers) or an interruption
+NOT_OWN = re.compile(r"(?:^|\.)(?:ChildFailedError|ProcessExitedException|ProcessRaisedException|SignalException|"
+                     r"KeyboardInterrupt|SystemExit|Dist\w*Error|\w*Timeout\w*|CalledProcessError|RayTaskError\w*|"
+                     r"Connection\w*Error|BrokenPipeError)$")  # a lost connection is what peers see
 # torchrun's and spawn's reports of a rank's signal, SIGKILL (-9) left out: a kill is never an abort's report
 TEARDOWN_SIGNAL_RULES = {r for r in RULES if r.category == "worker_killed" and r.needle in
                          {"received by pid", "exitcode", "terminated with signal"} and "-9" not in (r.pattern or "")}
@@ -1361,6 +1384,27 @@ def _coll_ops(chunk: bytes, base: int, st: _State) -> None:
             return
 
 
+def _own_error(text: str, first: int) -> Evidence | None:
+    """The first exception a rank raised of its own in ``text`` (its lines numbered from ``first``): a Python
+    traceback ending in an error that no rule knows (no NCCL, connection, timeout, checkpoint... message) and that
+    is not a launcher's or c10d's report of a failure elsewhere: "ValueError: labels must be in [0, 10)"."""
+    from nbhelpers.diagnosis.tracebacks import exceptions
+
+    lines = text.splitlines()
+    for rank, i, where in exceptions(text):
+        if NOT_OWN.search(where.exc_type or ""):
+            continue
+        line = lines[i]
+        st = _State()
+        _scan((line + "\n").encode("utf-8", "replace"), 0, st)
+        if st.hits:
+            continue
+        u = where.user
+        at = f" (at {u.file.rsplit('/', 1)[-1]}:{u.line} in {u.func})" if u else ""
+        return Evidence(first + i, line.strip()[:480] + at, rank)
+    return None
+
+
 def _chunks(source: Iterable[str | bytes]) -> Iterator[bytes]:
     """Whole lines of UTF-8 in blocks of about CHUNK bytes, whatever the pieces' sizes and types."""
     buf: list[bytes] = []
@@ -1494,6 +1538,16 @@ def _findings(st: _State) -> list[Finding]:
         whole_log("collective_mismatch", line, f"processes called different collectives at NCCL opCount {count_}: "
                   f"{'; '.join(shown)}")
     scores = {c: s for c, s in scores.items() if s > 0}
+    # only what peers and launchers report after a rank failed: a rank's own exception in the log is the cause
+    reported = [c for c in scores if c not in CONSEQUENCE and not (
+        c == "worker_killed" and all(r in PEER_REPORTS for r in st.hits[c] if counted(c, r)))]
+    own = None
+    if scores and not reported and b"Traceback" in st.tail:
+        text = st.tail.decode(errors="replace")
+        own = _own_error(text, st.lines - text.count("\n") + 1)
+        if own:
+            whole_log("rank_error", own.line, own.text)
+            st.evidence["rank_error"][:1] = [own]
     if not scores:
         return []
     # a category that only "alone" rules found (a launcher's report of whatever failed) yields to any other finding
@@ -1501,6 +1555,8 @@ def _findings(st: _State) -> list[Finding]:
     if len(lone) < len(scores):
         scores = {c: s for c, s in scores.items() if c not in lone}
     consequences = set(CONSEQUENCE)
+    if own:  # the peers' lost connections and the launcher's report follow from the rank's own error
+        consequences.add("worker_killed")
     killed = [r for r in st.hits.get("worker_killed", {}) if counted("worker_killed", r)]
     if killed and "collective_timeout" in scores and all(r.needle in PEER_GONE_NEEDLES for r in killed):
         # only "connection closed by peer": a rank that timed out and exited closes its peers' connections,

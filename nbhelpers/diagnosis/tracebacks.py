@@ -13,9 +13,10 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-__all__ = ["Frame", "Where", "last_traceback", "stack_frames", "user_frame", "collective_of", "where_from"]
+__all__ = ["Frame", "Where", "last_traceback", "exceptions", "stack_frames", "user_frame", "collective_of", "where_from"]
 
 RANK_PREFIX = re.compile(r"^(?:\[(?:rank|default)?\d+\]:\s?)+")     # torchrun --tee / [rank1]: prefixes
+RANK_NUMBER = re.compile(r"^\[(?:rank|default)?(\d+)\]:")
 TB_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
 SPY_FRAME = re.compile(r"^\s{4}(\S.*?) \((.+?):(\d+)\)\s*$")
 SPY_THREAD = re.compile(r'^Thread (?:0x)?[0-9A-Fa-f]+ \((\w+)\): "([^"]+)"')
@@ -112,6 +113,32 @@ def last_traceback(log: str) -> Where | None:
             break
         i += 1
     return Where("traceback", frames, exc_type, message) if frames else None
+
+
+def exceptions(log: str) -> list[tuple[int | None, int, Where]]:
+    """Every Python traceback in ``log`` that ends in an exception, as (rank, 0-based line of the exception line,
+    Where); the rank is read from a ``[rankN]:`` prefix, None without one.  Ranks' interleaved lines are kept
+    apart by their prefixes."""
+    out, open_ = [], {}   # rank -> frames of the traceback being read
+    for i, raw in enumerate(log.splitlines()):
+        m = RANK_NUMBER.match(raw)
+        rank = int(m.group(1)) if m else None
+        ln = RANK_PREFIX.sub("", raw.rstrip("\r"))
+        if ln.startswith("Traceback (most recent call last):"):
+            open_[rank] = []
+            continue
+        frames = open_.get(rank)
+        if frames is None:
+            continue
+        f = TB_FRAME.match(ln)
+        if f:
+            frames.append(Frame(f.group(1), int(f.group(2)), f.group(3)))
+            continue
+        e = EXC_LINE.match(ln.strip())
+        if e and frames and not ln.startswith(" "):
+            out.append((rank, i, Where("traceback", frames, e.group(1), (e.group(2) or "").strip())))
+            del open_[rank]
+    return out
 
 
 def stack_frames(dump: str) -> Where | None:
