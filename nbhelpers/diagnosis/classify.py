@@ -1511,9 +1511,9 @@ def _findings(st: _State) -> list[Finding]:
 
     scores = {c: _score({r: n for r, n in h.items() if counted(c, r)}) for c, h in st.hits.items()}
 
-    def whole_log(category: str, line: int, text: str) -> None:  # a finding of the log as a whole, worth 7
+    def whole_log(category: str, line: int, text: str, rank: int | None = None) -> None:  # of the whole log, worth 7
         scores[category] = scores.get(category, 0) + 7
-        st.evidence.setdefault(category, []).insert(0, Evidence(line, text))
+        st.evidence.setdefault(category, []).insert(0, Evidence(line, text, rank))
         st.first_line.setdefault(category, line)
 
     if anchored and len(st.nccl_versions) >= 2:
@@ -1546,8 +1546,7 @@ def _findings(st: _State) -> list[Finding]:
         text = st.tail.decode(errors="replace")
         own = _own_error(text, st.lines - text.count("\n") + 1)
         if own:
-            whole_log("rank_error", own.line, own.text)
-            st.evidence["rank_error"][:1] = [own]
+            whole_log("rank_error", own.line, own.text, own.rank)
     if not scores:
         return []
     # a category that only "alone" rules found (a launcher's report of whatever failed) yields to any other finding
