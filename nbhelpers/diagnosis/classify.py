@@ -1380,7 +1380,7 @@ def _coll_ops(chunk: bytes, base: int, st: _State) -> None:
         kinds = {w: n for w, n in seen.values() if w is not None}
         if len(kinds) >= 2:
             shown = [f"{w[0]} count {w[1]} datatype {w[2]}" + (f" root {w[4]}" if w[4] else "") for w in kinds]
-            st.coll_split = (min(kinds.values()), count_, sorted(set(shown)))
+            st.coll_split = (min(kinds.values()), count_, sorted(shown))
             return
 
 
@@ -1399,8 +1399,7 @@ def _own_error(text: str, first: int) -> Evidence | None:
         _scan((line + "\n").encode("utf-8", "replace"), 0, st)
         if st.hits:
             continue
-        u = where.user
-        at = f" (at {u.file.rsplit('/', 1)[-1]}:{u.line} in {u.func})" if u else ""
+        at = f" ({where.describe()})" if where.user else ""
         return Evidence(first + i, line.strip()[:480] + at, rank)
     return None
 
