@@ -107,7 +107,7 @@ def cmd_doctor(args) -> int:
                 fh.seek(max(0, os.path.getsize(name) - TAIL_BYTES))
                 tail = fh.read().decode(errors="replace")
         second = None if findings else second_opinion(tail)
-        if second is not None and not second["error_lines"]:
+        if second is not None and not second["error_lines"] and not second["hints"]:
             second = None
         if args.json:
             if findings:
@@ -125,7 +125,11 @@ def cmd_doctor(args) -> int:
                     print(f"   > {e}")
                 for j, r in enumerate(f.remedies, 1):
                     print(f"   {j}) {r}")
-        if second:
+        for h in (second or {}).get("hints", []):
+            print(f"   worth a look, not a failure by itself: {h['title']}. {h['why']}")
+            print("".join(f"   > {e}\n" for e in h["evidence"]), end="")
+            print(f"   what to do then: {h['remedy']}")
+        if second and second["error_lines"]:
             print("   no rule matched and the model is not confident: "
                   + ", ".join(f"{lab} {p:.2f}" for lab, p in second["top2"]))
             print("   lines that look like the error:")

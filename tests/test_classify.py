@@ -354,3 +354,18 @@ def test_a_ranks_own_exception_is_named_over_its_peers_lost_connections():
     assert C.classify_logs(killed)[0].category == "worker_killed"
     # the exception alone, with no peer's report of it, is no distributed failure the rules know
     assert C.classify(logs[1], model=False) == []
+
+
+def test_set_up_lines_worth_a_look_are_hints_not_findings():
+    # pytorch/pytorch#50575: a two-node job that hung; its NCCL INFO lines show a docker veth with only an IPv6
+    # link-local address next to eno4, and no error line: no finding (a one-host run prints the same), but a hint
+    text = train_log("pytorch/pytorch#50575")
+    assert C.classify(text) == []
+    (hint,) = C.hints(text)
+    assert hint["category"] == "network_interface" and "veth" in hint["evidence"][0] and "SOCKET_IFNAME" in hint["remedy"]
+    assert C.second_opinion(text)["hints"] == [hint]
+    # next to the socket error they explain, the same lines are the finding, not a hint (horovod/horovod#584)
+    text = train_log("horovod/horovod#584")
+    assert C.classify(text, model=False)[0].category == "network_interface" and C.hints(text) == []
+    # a healthy start-up on a routable interface has none
+    assert C.hints("h:1:1 [0] NCCL INFO Bootstrap : Using eno1:10.3.68.117<0>\nNCCL version 2.21.5+cuda12.4\n") == []

@@ -27,7 +27,19 @@ def test_doctor_on_a_healthy_log_finds_nothing(tmp_path):
     log = tmp_path / "ok.log"
     log.write_text("[vm:0] probe passed\n[vm:1] probe passed\n")
     out = subprocess.run([sys.executable, "-m", "nbhelpers", "doctor", str(log)], capture_output=True, text=True)
+    assert out.returncode == 0 and "no known failure found" in out.stdout and "worth a look" not in out.stdout
+
+
+def test_doctor_shows_set_up_lines_worth_a_look_when_it_finds_no_failure():
+    # NCCL start-up lines of a hung two-node job (pytorch/pytorch#50575, training split): no error, but NCCL uses a
+    # docker veth with a link-local address
+    log = ("hikBigDataTestGpu2:1449:1449 [0] NCCL INFO NET/Socket : Using [0]eno4:10.3.68.117<0> "
+           "[1]vethe94aab9:fe80::a86b:69ff:fe67:e3fe%vethe94aab9<0>\n"
+           "hikBigDataTestGpu2:1449:1449 [0] NCCL INFO Using network Socket\nNCCL version 2.7.8+cuda10.2\n")
+    out = subprocess.run([sys.executable, "-m", "nbhelpers", "doctor", "-"], input=log, capture_output=True, text=True)
     assert out.returncode == 0 and "no known failure found" in out.stdout
+    assert "worth a look, not a failure by itself: Wrong network interface" in out.stdout and "vethe94aab9" in out.stdout
+    assert "NCCL_SOCKET_IFNAME" in out.stdout
 
 
 def cli(*args, input=None):

@@ -182,8 +182,9 @@ RULES: list[Rule] = [
     R("network_interface", "using interface", r"using interface (\S+:(fe80::|127\.)|(lo|docker\d*|veth\w*|br-\w+|virbr\d*):)",
       5, context=True),
     # NCCL bootstrapping on an address peers cannot use: IPv6 link-local, loopback, a container bridge
-    R("network_interface", "bootstrap : using", r"using \S+:(fe80::|127\.)|using (lo|docker\d*|veth\w*|br-\w+|virbr\d*):",
-      6, context=True),
+    # (2.7+ lists them on one line: "Bootstrap : Using [0]eno4:10.3.68.117<0> [1]vethe94aab9:fe80::a86b:...")
+    R("network_interface", "bootstrap : using", r"using (\[\d+\])?\S+:(fe80::|127\.)|using (lo|docker\d*|veth\w*|br-\w+|virbr\d*):|"
+      r"\[\d+\](lo|docker\d*|veth\w*|br-\w+|virbr\d*):|\[\d+\]\S+:fe80::", 6, context=True),
     # InfiniBand
     R("infiniband", "got completion from peer", r"(error|status)\s*=?\s*\d+", 8),
     R("infiniband", "warn net/ib", weight=5),
@@ -1460,16 +1461,46 @@ def top2_text(candidates: list[dict]) -> str:
     return ", ".join(f"{c['category']} {c['confidence']:.2f}" for c in candidates[:2])
 
 
+# What a context rule's lines mean when no error came with them: set-up that is harmless in a healthy run and the
+# usual cause when the same job hangs or fails (shown as a hint, never as a finding).
+HINT_WHY = {
+    "network_interface": "NCCL or Gloo picked an address other hosts may not reach (loopback, a container bridge or "
+                         "veth, an IPv6 link-local fe80:: address). Harmless when every rank is on this host; if ranks "
+                         "on several hosts hang or fail at start-up, this is the first thing to fix.",
+    "rendezvous_timeout": "Ranks were still waiting for their peers to join. Normal for a while at start-up; if it "
+                          "repeats until a timeout, a rank never joined.",
+    "infiniband": "NCCL's InfiniBand transport returned an error code here; the error line itself is not in this "
+                  "text (paste the lines above the trace).",
+}
+
+
+def hints(text: str) -> list[dict]:
+    """Set-up lines worth a look that are not a failure by themselves (an interface other hosts cannot reach, ranks
+    waiting to join): the categories only context rules found, each with its lines, what they mean and what to do.
+    The classifier counts them only next to an error they explain; with no error they are hints."""
+    st = _State()
+    _scan((text if text.endswith("\n") else text + "\n").encode(), 0, st)
+    found = {f.category for f in _findings(st)}
+    return [{"category": c, "title": CATEGORIES[c].title, "why": HINT_WHY.get(c, CATEGORIES[c].explanation),
+             "evidence": [str(e) for e in st.evidence.get(c, [])], "remedy": CATEGORIES[c].remedies[0]}
+            for c, h in st.hits.items() if c not in found and all(r.context for r in h)]
+
+
 def second_opinion(text: str) -> dict:
     """What to say when nothing is confident: the model's two likeliest labels with their probabilities, the
-    lines that look like the error, the closest known cases (id, source, label), and what to run next."""
+    lines that look like the error, the closest known cases (id, source, label), set-up lines worth a look
+    (:func:`hints`), and what to run next (first what to try if the likeliest label is right)."""
     from nbhelpers.diagnosis import model
 
-    return {"top2": model.predict(text, 2), "error_lines": model.error_lines(text), "closest": model.closest(text),
-            "next": ["python -m nbhelpers run --nproc N train.py: the culprit rank and line from a real run "
-                     "(notebook 06)", "the staged probe on the same nodes: which stage fails (notebook 01)",
-                     "TORCH_DISTRIBUTED_DEBUG=DETAIL for a collective mismatch (not with DDP on gloo)",
-                     "NCCL_DEBUG=INFO for NCCL errors (notebook 02)"]}
+    top2 = model.predict(text, 2)
+    likely = [f"if it is {CATEGORIES[c].title.lower()} ({p:.2f}): {CATEGORIES[c].remedies[0]}"
+              for c, p in top2[:1] if c in CATEGORIES]
+    return {"top2": top2, "error_lines": model.error_lines(text), "closest": model.closest(text),
+            "hints": hints(text),
+            "next": likely + ["python -m nbhelpers run --nproc N train.py: the culprit rank and line from a real run "
+                              "(notebook 06)", "the staged probe on the same nodes: which stage fails (notebook 01)",
+                              "TORCH_DISTRIBUTED_DEBUG=DETAIL for a collective mismatch (not with DDP on gloo)",
+                              "NCCL_DEBUG=INFO for NCCL errors (notebook 02)"]}
 
 
 def classify(text: str, model: bool = True) -> list[Finding]:

@@ -20,8 +20,13 @@ def findings_table(findings: list[Finding]):
 def findings_html(findings: list[Finding], limit: int = 2, text: str = "") -> str:
     if not findings:
         second = second_opinion(text) if text.strip() else None
+        hints = "".join(f"<p>Worth a look, not a failure by itself: <b>{html.escape(h['title'])}</b>. "
+                        f"{html.escape(h['why'])}</p><ul>"
+                        + "".join(f"<li><code>{html.escape(e)[:400]}</code></li>" for e in h["evidence"])
+                        + f"</ul><p>What to do then: {html.escape(h['remedy'])}</p>" for h in (second or {}).get("hints", []))
         if not second or not second["error_lines"]:
-            return "<p><b>No known failure found.</b> Paste more of the log: the first error of each rank matters most.</p>"
+            return ("<p><b>No known failure found.</b> Paste more of the log: the first error of each rank matters "
+                    "most.</p>" + hints)
         lines = "".join(f"<li><code>{html.escape(ln)}</code></li>" for ln in second["error_lines"][-6:])
         near = "".join(f"<li>{c['label']} ({c['similarity']:.2f}): <code>{html.escape(c['source'])}</code></li>"
                        for c in second["closest"])
@@ -29,7 +34,7 @@ def findings_html(findings: list[Finding], limit: int = 2, text: str = "") -> st
         top = ", ".join(f"{lab} {p:.2f}" for lab, p in second["top2"])
         return (f"<p><b>No known failure found with confidence</b> (the model's best guesses: {top}).</p>"
                 f"<p>Lines that look like the error:</p><ul>{lines}</ul>"
-                + (f"<p>Closest known cases:</p><ul>{near}</ul>" if near else "")
+                + (f"<p>Closest known cases:</p><ul>{near}</ul>" if near else "") + hints
                 + f"<p>What to run next:</p><ul>{nxt}</ul>")
     parts = []
     for i, f in enumerate(findings[:limit]):
