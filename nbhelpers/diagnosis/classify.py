@@ -42,6 +42,7 @@ class Rule:
     origin: bool = False        # an NCCL trace frame ("net_ib.cc:282 -> 2") that counts only where the error began:
                                 # the line before it is not a frame too
     in_warnings: bool = False   # also fires on a deprecation/user warning line (torch warns some real errors)
+    hint: bool = False          # never counts: shown as a hint (:func:`hints`) when the log has no finding
 
     def matches(self, line: str) -> bool:
         return self.pattern is None or _compiled(self.pattern).search(line) is not None
@@ -68,6 +69,8 @@ RULES: list[Rule] = [
     R("rendezvous_timeout", "rendezvoustimeouterror", weight=6),
     R("rendezvous_timeout", "rendezvousconnectionerror", weight=6),
     R("rendezvous_timeout", "connection to the c10d store has failed", weight=5),
+    # the store's constructor losing its connection: "TCPStore( RuntimeError: Connection reset by peer"
+    R("rendezvous_timeout", "tcpstore(", r"reset by peer|connection refused|broken pipe", 5),
     R("rendezvous_timeout", "socket timeout", r"store|recvbytes|runtimeerror: socket timeout|got error", 5),
     R("rendezvous_timeout", "wait timeout after", r"wait timeout after \d+ ?ms, keys", 6),
     R("rendezvous_timeout", "diststoreerror", weight=4),
@@ -162,11 +165,11 @@ RULES: list[Rule] = [
     R("network_interface", "connectfullmesh failed", weight=4),
     # NCCL's "Socket creation failed : Address family not supported" is an error; c10d's "[W] ... cannot be
     # initialized on [::]:29500 (errno: 97 ...)" is its warning that IPv6 is off, after which it tries IPv4: harmless
-    # next to any other error, the interface problem only when it is all a log shows (threads split evenly on it:
-    # three healthy runs, three interfaces of the training split and the dev set)
+    # next to any other error; alone, a hint (threads split on it: five healthy runs against two interface problems
+    # of the training split and one of the dev set, whose real cause the warning did not show)
     R("network_interface", "address family not supported", r"^(?!.*cannot be initialized)", 6),
     R("network_interface", "errno: 97", r"^(?!.*cannot be initialized)", 5),
-    R("network_interface", "cannot be initialized", r"errno: 97\b", 3, alone=True),
+    R("network_interface", "cannot be initialized", r"errno: 97\b", 3, hint=True),
     R("network_interface", "unable to find address for", weight=7),
     R("network_interface", "no socket interface found", weight=7),
     R("network_interface", "no usable listening interface", weight=7),
@@ -372,6 +375,21 @@ RULES: list[Rule] = [
     R("nccl_unhandled_cuda_error", "peer access is not supported", weight=5),
     R("nccl_unhandled_cuda_error", "failed to find cuda library", weight=5),
     R("checkpoint_corrupt", "storage has wrong size: expected", weight=7),
+    # DDP's reducer, when ranks' graphs differ: Lightning's wording of "Expected to have finished reduction", and
+    # static_graph's check
+    R("collective_mismatch", "parameters that were not used in producing the loss", weight=6),
+    R("collective_mismatch", "training graph has changed in this iteration", weight=6),
+    # SHARP (in-network reduction on InfiniBand switches) could not set up its aggregation tree
+    R("infiniband", "streaming tree lock failed", weight=6),
+    R("infiniband", "failed to lock sat tree", weight=6),
+    # an IB work completion with a vendor error code ("work request complete err: status 5 and vendor err 249")
+    R("infiniband", "vendor err", r"(status|complet\w*).*vendor err \d+", 6),
+    # NCCL_GRAPH_FILE / NCCL_TOPO_FILE describing devices this machine does not have
+    R("nccl_internal_or_invalid_usage", "xml import channel", r"not found", 5),
+    # DeepSpeed loading a checkpoint directory without its mp_rank_*_model_states.pt: an empty list of shards fails
+    # in its loader ("assert len(self.ckpt_list) > 0"); a traceback through the loader is that crash
+    R("checkpoint_corrupt", "get_sd_loader(ckpt_list", weight=4),
+    R("checkpoint_corrupt", "assert len(self.ckpt_list) > 0", weight=6),
     # a traceback through init's rendezvous (env://, tcp://, c10d store) that ends in an error no other rule names
     R("rendezvous_timeout", "rendezvous_iterator", weight=2.5),
     R("rendezvous_timeout", "_create_c10d_store", weight=2.5),
@@ -1127,7 +1145,14 @@ RULES: list[Rule] = [
 ]
 
 NCCL_VERSION = re.compile(r"NCCL(?:_VERSION=\"?|\s+version\s+)(\d+\.\d+\.\d+)|^\((\d+), (\d+), (\d+)\)\s*$", re.I)
-CONTEXT_NEEDLES = ("nccl version", "nccl_version=", "sequencenumber=", "worker_count=", "seqnum=")  # whole-log checks
+CONTEXT_NEEDLES = ("nccl version", "nccl_version=", "sequencenumber=", "worker_count=", "seqnum=",
+                   "global_rank: ")  # whole-log checks
+# Lightning's "initializing ddp: GLOBAL_RANK: 3, MEMBER: 4/8", one line per process as it joins the process group
+MEMBER = re.compile(r"GLOBAL_RANK: (\d+), MEMBER: \d+/(\d+)")
+# an exception raised while the ranks meet (init_process_group, the TCPStore, the rendezvous) that says the
+# connection to the store failed: the ranks never all met
+INIT_FRAME = re.compile(r"init_process_group|TCPStore|_create_c10d_store|rendezvous|_store_based_barrier|new_group")
+INIT_LOST = re.compile(r"reset by peer|connection refused|broken pipe|connect\(\) timed out|timed out", re.I)
 BARRIER_COUNTS = re.compile(r"world_size=(\d+), worker_count=(\d+)")
 SEQ_NUMBER = re.compile(r"\[Rank (\d+)\].*SequenceNumber=(\d+)")
 # the watchdog's "WorkNCCL(SeqNum=3742816, OpType=REDUCE, NumelIn=..., ...)": ranks timing out at the same sequence
@@ -1263,6 +1288,8 @@ class _State:
         self.coll_ops: OrderedDict[tuple[str, str], dict] = OrderedDict()  # (nranks, opCount) -> {process: (op, line)}
         self.coll_split: tuple[int, str, list[str]] | None = None  # the first opCount where processes disagree
         self.waits: dict[tuple[str, str], int] = {}
+        self.members: dict[int, list[int]] = {}  # Lightning's global rank -> the lines that announced it
+        self.world: int | None = None
         self.lines = 0
         self.tail = b""        # the last bytes seen: what the model reads when no rule fires
 
@@ -1340,6 +1367,12 @@ def _context(needle: str, line: str, lineno: int, st: _State) -> None:
             if m.group(3) and op in SAME_SIZE_OPS and rank is not None:
                 st.work_sizes.setdefault((*key, op), {}).setdefault(rank, set()).add(int(m.group(3)))
         return
+    if needle == "global_rank: ":
+        m = MEMBER.search(line)
+        if m:
+            st.members.setdefault(int(m.group(1)), []).append(lineno)
+            st.world = int(m.group(2))
+        return
     if needle == "sequencenumber=":
         m = SEQ_NUMBER.search(line)
         if m:
@@ -1405,6 +1438,30 @@ def _own_error(text: str, first: int) -> Evidence | None:
     return None
 
 
+def _unmet(st: _State, whole_log) -> None:
+    """No rule fired; did the ranks fail to meet?  Two processes announcing the same global rank (Lightning's
+    "GLOBAL_RANK: 0, MEMBER: 1/8" twice: both nodes were given ranks 0-3), a log that ends while fewer than the world
+    have announced themselves, or an exception from init_process_group / the TCPStore that lost its connection."""
+    twice = next((r for r, at in sorted(st.members.items()) if len(at) >= 2), None)
+    text = st.tail.decode(errors="replace")
+    last = text.rstrip().rsplit("\n", 1)[-1]
+    if twice is not None:
+        whole_log("rendezvous_timeout", st.members[twice][1], f"two processes joined as global rank {twice} of "
+                  f"{st.world}: the launcher gave two nodes the same ranks, so ranks up to {st.world - 1} never all meet")
+    elif st.world and 2 <= len(st.members) < st.world and MEMBER.search(last):
+        whole_log("rendezvous_timeout", max(at[-1] for at in st.members.values()), f"the log ends with "
+                  f"{len(st.members)} of {st.world} processes joined: the others never came")
+    elif b"Traceback" in st.tail and INIT_FRAME.search(text):
+        from nbhelpers.diagnosis.tracebacks import exceptions
+
+        lines, first = text.splitlines(), st.lines - text.count("\n") + 1
+        for rank, i, where in exceptions(text):
+            if INIT_LOST.search(lines[i]) and any(INIT_FRAME.search(f"{f.func} {f.code}") for f in where.frames):
+                whole_log("rendezvous_timeout", first + i, f"{lines[i].strip()[:400]} (raised while the ranks met: "
+                          f"{where.describe()})", rank)
+                return
+
+
 def _chunks(source: Iterable[str | bytes]) -> Iterator[bytes]:
     """Whole lines of UTF-8 in blocks of about CHUNK bytes, whatever the pieces' sizes and types."""
     buf: list[bytes] = []
@@ -1463,6 +1520,11 @@ def top2_text(candidates: list[dict]) -> str:
 
 # What a context rule's lines mean when no error came with them: set-up that is harmless in a healthy run and the
 # usual cause when the same job hangs or fails (shown as a hint, never as a finding).
+HINT_NEEDLE_WHY = {  # a rule whose lines mean something else than its category's set-up hint
+    "cannot be initialized": "c10d could not open an IPv6 socket (errno 97: IPv6 is off here) and went on with IPv4: "
+                             "harmless by itself; if ranks on several hosts do not meet, check the address they use "
+                             "(MASTER_ADDR) resolves to an IPv4 address they can all reach.",
+}
 HINT_WHY = {
     "network_interface": "NCCL or Gloo picked an address other hosts may not reach (loopback, a container bridge or "
                          "veth, an IPv6 link-local fe80:: address). Harmless when every rank is on this host; if ranks "
@@ -1481,9 +1543,10 @@ def hints(text: str) -> list[dict]:
     st = _State()
     _scan((text if text.endswith("\n") else text + "\n").encode(), 0, st)
     found = {f.category for f in _findings(st)}
-    return [{"category": c, "title": CATEGORIES[c].title, "why": HINT_WHY.get(c, CATEGORIES[c].explanation),
+    why = {c: next((HINT_NEEDLE_WHY[r.needle] for r in h if r.needle in HINT_NEEDLE_WHY), None) for c, h in st.hits.items()}
+    return [{"category": c, "title": CATEGORIES[c].title, "why": why[c] or HINT_WHY.get(c, CATEGORIES[c].explanation),
              "evidence": [str(e) for e in st.evidence.get(c, [])], "remedy": CATEGORIES[c].remedies[0]}
-            for c, h in st.hits.items() if c not in found and all(r.context for r in h)]
+            for c, h in st.hits.items() if c not in found and all(r.context or r.hint for r in h)]
 
 
 def second_opinion(text: str) -> dict:
@@ -1531,13 +1594,14 @@ def _score(hits: dict[Rule, int]) -> float:
 def _findings(st: _State) -> list[Finding]:
     if max(st.waits.values(), default=0) >= STUCK_AFTER:
         st.hits["rendezvous_timeout"][STUCK_BARRIER] = 1
-    real = {c for c, h in st.hits.items() if any(not (r.context or r.alone) for r in h)}  # a real error's category
+    # the categories of real errors
+    real = {c for c, h in st.hits.items() if any(not (r.context or r.alone or r.hint) for r in h)}
     anchored, explained = bool(real), bool(real & CONNECTION)
 
     def counted(c: str, r: Rule) -> bool:
         # context rules (interface lists, ...) count only next to a real error they can explain, not next to a report
         # of one; a launcher's report of some failure ("alone") counts only where no other category has a real error
-        return (explained or not r.context) and not (r.alone and real - {c})
+        return (explained or not r.context) and not (r.alone and real - {c}) and not r.hint
 
     scores = {c: _score({r: n for r, n in h.items() if counted(c, r)}) for c, h in st.hits.items()}
 
@@ -1577,6 +1641,9 @@ def _findings(st: _State) -> list[Finding]:
         own = _own_error(text, st.lines - text.count("\n") + 1)
         if own:
             whole_log("rank_error", own.line, own.text, own.rank)
+    if not scores:
+        _unmet(st, whole_log)
+        scores = {c: s for c, s in scores.items() if s > 0}
     if not scores:
         return []
     # a category that only "alone" rules found (a launcher's report of whatever failed) yields to any other finding
