@@ -5,6 +5,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -223,6 +224,36 @@ def test_a_real_port_in_use_message_is_port_in_use():
     found = C.classify(res.stderr)
     assert found and found[0].category == "port_in_use", res.stderr[-800:]
     assert any(str(port) in e.text for e in found[0].evidence)
+
+
+def test_a_store_that_resets_is_a_rendezvous_failure_shown_by_its_messages_not_its_stack_frames(tmp_path):
+    # a real rank joining a "store" that accepts and resets every connection (a port that something else answers)
+    with socket.socket() as s, open(tmp_path / "rank1.err", "w+") as log:
+        s.bind(("127.0.0.1", 0))
+        s.listen(64)
+        port = s.getsockname()[1]
+        init = subprocess.Popen([sys.executable, "-c", "import datetime, torch.distributed as dist\n"
+                                 f"dist.init_process_group('gloo', init_method='tcp://127.0.0.1:{port}', rank=1, "
+                                 "world_size=2, timeout=datetime.timedelta(seconds=2))"],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)
+        s.settimeout(0.2)
+        deadline = time.monotonic() + 60
+        while init.poll() is None and time.monotonic() < deadline:
+            try:
+                conn, _ = s.accept()
+            except TimeoutError:
+                continue
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            conn.close()
+        init.kill()
+        init.wait()
+        log.seek(0)
+        err = log.read()
+    assert init.returncode != 0 and "frame #" in err, err[-800:]
+    found = C.classify(err)
+    assert found[0].category == "rendezvous_timeout", err[-800:]
+    # the C++ stack frames that mention DistNetworkError come after the messages, if at all
+    assert not any(e.text.startswith("frame #") for e in found[0].evidence), found[0].evidence
 
 
 # Printed by rank 0 of notebook 01's stalled-rank probe in CI (2026-11-23): the stalled peer was stopped while

@@ -1175,6 +1175,9 @@ RANK_PATTERNS = [re.compile(p) for p in (r"\[rank(\d+)\]", r"\[Rank (\d+)\]", r"
                                          r"on rank:? (\d+)", r"\[default(\d+)\]:", r"local_rank:\s*(\d+)")]
 TRACE_FRAME = re.compile(rb"\.(?:cc|cu|h):\d+ -> \d+")  # NCCL's error trace, one frame a line
 NCCL_PREFIX = re.compile(r"^(?:\S+\s+)?([A-Za-z0-9_.-]+):(\d+):(\d+) \[(\d+)\]")
+# a stack frame, not a message: C++ ("frame #2: c10::DistNetworkError::..."), Python ('File "x.py", line 3'), gdb
+# and backtrace ("#3 0x7f..."), possibly behind a rank prefix
+FRAME_LINE = re.compile(r'^\W*(?:\[rank\d+\]:\s*)?(?:frame #\d+:|File "|#\d+\s+0x[0-9a-f]+|\d+\s+0x[0-9a-f]+\s)')
 NBH_PREFIX = re.compile(r"\[([A-Za-z0-9_.-]+):(\d+)\]")
 
 # the errors a context (an interface list, a rank waiting at the store, NCCL's IB trace) can explain: connections
@@ -1260,6 +1263,11 @@ class Finding:
         return f"<Finding {self.category} conf={self.confidence:.2f} evidence={len(self.evidence)} lines>"
 
 
+def _evidence(st: "_State", category: str) -> list[Evidence]:
+    """A finding's evidence: the messages first, then (room left) the stack frames that matched."""
+    return (st.evidence.get(category, []) + st.frames.get(category, []))[:MAX_EVIDENCE]
+
+
 def _where(line: str) -> tuple[int | None, str | None]:
     host = None
     m = NCCL_PREFIX.search(line)
@@ -1279,6 +1287,7 @@ class _State:
     def __init__(self):
         self.hits: dict[str, dict[Rule, int]] = {}
         self.evidence: dict[str, list[Evidence]] = {}
+        self.frames: dict[str, list[Evidence]] = {}  # evidence on stack frames: shown after the messages
         self.first_line: dict[str, int] = {}
         self.nccl_versions: dict[str, int] = {}
         self.seq_numbers: dict[int, int] = {}
@@ -1301,7 +1310,7 @@ class _State:
             who = who.groups() if who else ("?", "?")
             self.waits[who] = self.waits.get(who, 0) + 1
         self.first_line.setdefault(rule.category, lineno)
-        ev = self.evidence.setdefault(rule.category, [])
+        ev = (self.frames if FRAME_LINE.match(line) else self.evidence).setdefault(rule.category, [])
         if len(ev) < MAX_EVIDENCE and not any(e.line == lineno for e in ev):
             rank, host = _where(line)
             ev.append(Evidence(lineno, line.strip()[:500], rank, host))
@@ -1545,7 +1554,7 @@ def hints(text: str) -> list[dict]:
     found = {f.category for f in _findings(st)}
     why = {c: next((HINT_NEEDLE_WHY[r.needle] for r in h if r.needle in HINT_NEEDLE_WHY), None) for c, h in st.hits.items()}
     return [{"category": c, "title": CATEGORIES[c].title, "why": why[c] or HINT_WHY.get(c, CATEGORIES[c].explanation),
-             "evidence": [str(e) for e in st.evidence.get(c, [])], "remedy": CATEGORIES[c].remedies[0]}
+             "evidence": [str(e) for e in _evidence(st, c)], "remedy": CATEGORIES[c].remedies[0]}
             for c, h in st.hits.items() if c not in found and all(r.context or r.hint for r in h)]
 
 
@@ -1680,5 +1689,5 @@ def _findings(st: _State) -> list[Finding]:
             conf *= 0.75 + 0.25 * min(1.0, (top - rivals[0]) / top + 0.5)
         elif i > 0:
             conf *= 0.6
-        out.append(Finding(c, conf, s, st.evidence.get(c, [])[:MAX_EVIDENCE]))
+        out.append(Finding(c, conf, s, _evidence(st, c)))
     return out
