@@ -15,7 +15,8 @@ from pathlib import Path
 
 TITLE = "Users' scripts: expected vs the verdict, and torchrun's Root Cause (same run)"
 REPO = Path(__file__).resolve().parent.parent
-SETS = {"dev": REPO / "examples" / "faulty", "held-out": REPO / "tests" / "userscripts_heldout"}
+SETS = {"dev": REPO / "examples" / "faulty", "held-out": REPO / "tests" / "userscripts_heldout",
+        "held-out 2": REPO / "tests" / "userscripts_heldout2"}
 
 
 def run(folder: Path, name: str) -> dict:

@@ -78,3 +78,23 @@ def test_per_node_commands_gather_and_merge():
     assert cmds["node-a"].endswith("> attach-node-a.json")
     assert "--nodes 2 --ntasks-per-node 1" in cmds["srun"] and "--overlap" in cmds["srun"]
     assert cmds["merge"].endswith("attach --merge attach-*.json")
+
+
+# py-spy's dump of a rank still importing torch (printed on this machine, 2026-11-25)
+IMPORTING = '''Process 9266: /work/main/.venv/bin/python -c import torch; import time
+Python v3.11.7 (/root/.pyenv/versions/3.11.7/bin/python3.11)
+
+Thread 9266 (active+gil): "MainThread"
+    <module> (torch/fx/experimental/proxy_tensor.py:71)
+    _call_with_frames_removed (<frozen importlib._bootstrap>:241)
+    _LoaderBasics.exec_module (<frozen importlib._bootstrap_external>:940)
+    _load_unlocked (<frozen importlib._bootstrap>:690)
+    _find_and_load_unlocked (<frozen importlib._bootstrap>:1147)
+'''
+
+
+def test_a_rank_still_importing_is_starting_not_a_straggler_to_wait_for():
+    from nbhelpers.runtime.attach import Attached, _starting
+
+    starting = Attached(1, [], {0: IMPORTING, 1: ""}, None)
+    assert _starting(starting) and not _starting(Attached(1, [], {0: "", 1: ""}, None))

@@ -14,6 +14,7 @@ from nbhelpers.runtime.launcher import read_run_dir, read_sources
 
 RUNS = Path(__file__).resolve().parent / "data" / "runs"
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "faulty"
+HELDOUT2 = Path(__file__).resolve().parent / "userscripts_heldout2"
 
 DECIDED_BY = {  # recorded run -> the rule that must decide it
     "healthy": C.passed,
@@ -39,19 +40,25 @@ DECIDED_BY = {  # recorded run -> the rule that must decide it
     "user-loader-hang": C.outside_collective,
     "user-sigkill": C.crashed,
     "user-flock-barrier": C.collective_in_lock,
+    # a rank busy in pure Python (py-spy: "Thread N (active+gil)") while the other times out: a second set's script
+    "user-busy-rank": C.outside_collective,
+    "user-ddp-shapes": C.model_mismatch,   # each rank's vocabulary from its own shard: DDP's shape check
+    "user-worker-error": C.crashed,        # a DataLoader worker's error, re-raised in the rank's main process
 }
 EXPECTED_FAILURE = {  # what each user-script run must be called, besides its culprit
     "user-valueerror": (1, "rank_error"), "user-oom-allgather": (1, "oom_in_collective"),
     "user-uneven": (1, "collective_mismatch"), "user-wrong-world": (1, "rendezvous_timeout"),
     "user-bcast-rank0": (0, "collective_mismatch"), "user-order-swapped": (0, "collective_mismatch"),
     "user-detail-segfault": (None, "ddp_segfault"), "user-loader-hang": (1, None), "user-sigkill": (1, None),
+    "user-busy-rank": (1, None),
+    "user-ddp-shapes": (None, "collective_mismatch"), "user-worker-error": (1, "rank_error"),
 }
 
 
 def evidence(name: str) -> tuple[C.Evidence, dict]:
     views, torchrun_log = read_run_dir(RUNS / name)
     meta = json.loads((RUNS / name / "run.json").read_text())
-    return C.Evidence(views, meta["status"], None, torchrun_log, read_sources(views, [EXAMPLES])), meta
+    return C.Evidence(views, meta["status"], None, torchrun_log, read_sources(views, [EXAMPLES, HELDOUT2])), meta
 
 
 @pytest.mark.parametrize("name", sorted(DECIDED_BY))
@@ -82,7 +89,8 @@ def test_users_scripts_get_their_culprit_failure_and_line(name):
     culprit, failure = EXPECTED_FAILURE[name]
     assert v.culprit == culprit and (v.failure.value if v.failure else None) == failure, v
     if culprit is not None and name != "user-sigkill":  # SIGKILL leaves no traceback and no stack to read
-        assert v.where and "examples/faulty/train_" in v.where  # the line of the user's code, not torch's
+        assert v.where and ("examples/faulty/train_" in v.where or "userscripts_heldout2/" in v.where), v.where
+        # (the line of the user's code, not torch's)
 
 
 def test_each_rule_says_what_it_needs_and_concludes():
@@ -147,3 +155,16 @@ def test_an_abort_at_exit_that_ends_in_sigsegv_is_still_the_missing_destroy():
     # a SIGSEGV with no abort before it is a crash
     segv = C.RankView(1, one.events, one.record, one.log.replace("Fatal Python error: Aborted", ""), one.stack)
     assert segv.exit_abort_line() is None
+
+
+def test_a_dataloader_workers_error_is_the_ranks_own_with_the_workers_line():
+    # "zlib.error: Caught error in DataLoader worker process 1." then the worker's own traceback: its line counts
+    ev, _ = evidence("user-worker-error")
+    v = C.find_culprit(ev.views, ev.status, torchrun_log=ev.torchrun_log, sources=ev.sources)
+    assert v.culprit == 1 and "imgcls_packfile.py:41 in __getitem__" in v.where and "incorrect header check" in v.reason
+
+
+def test_ddps_shape_check_names_no_rank_and_says_the_models_differ():
+    ev, _ = evidence("user-ddp-shapes")
+    v = C.model_mismatch(ev)
+    assert v.culprit is None and "appears not to match sizes" in v.evidence[0] and "each rank's shard" in v.reason

@@ -73,3 +73,11 @@ def test_every_traceback_of_interleaved_ranks_is_kept_apart_by_its_prefix():
     assert set(found) == {0, 1}
     assert found[1][1].exc_type == "ValueError" and found[1][0].startswith("[rank1]: ValueError")
     assert found[1][1].user.func == "collate" and "Connection closed by peer" in found[0][1].message
+
+
+def test_a_py_spy_dump_of_a_rank_busy_in_python_holding_the_gil_is_read():
+    # py-spy marks the thread "(active+gil)" when it is running Python: the rank that is computing, not waiting
+    dump = (RUNS / "user-busy-rank" / "rank1.stack.txt").read_text()
+    assert '(active+gil): "MainThread"' in dump
+    w = stack_frames(dump)
+    assert w.collective is None and w.user.func == "build_shard_stats" and w.user.file.endswith("recsys_twotower.py")

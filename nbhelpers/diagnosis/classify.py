@@ -1193,6 +1193,7 @@ PEER_REPORTS = {r for r in RULES if r.category == "worker_killed" and (
 NOT_OWN = re.compile(r"(?:^|\.)(?:ChildFailedError|ProcessExitedException|ProcessRaisedException|SignalException|"
                      r"KeyboardInterrupt|SystemExit|Dist\w*Error|\w*Timeout\w*|CalledProcessError|RayTaskError\w*|"
                      r"Connection\w*Error|BrokenPipeError)$")  # a lost connection is what peers see
+CAUGHT_IN_WORKER = re.compile(r"^Caught \w+ in (?:DataLoader worker process|replica) \d+")
 # torchrun's and spawn's reports of a rank's signal, SIGKILL (-9) left out: a kill is never an abort's report
 TEARDOWN_SIGNAL_RULES = {r for r in RULES if r.category == "worker_killed" and r.needle in
                          {"received by pid", "exitcode", "terminated with signal"} and "-9" not in (r.pattern or "")}
@@ -1427,15 +1428,19 @@ def _coll_ops(chunk: bytes, base: int, st: _State) -> None:
             return
 
 
-def _own_error(text: str, first: int) -> Evidence | None:
+def _own_error(text: str, first: int, in_user_code: bool = False) -> Evidence | None:
     """The first exception a rank raised of its own in ``text`` (its lines numbered from ``first``): a Python
     traceback ending in an error that no rule knows (no NCCL, connection, timeout, checkpoint... message) and that
-    is not a launcher's or c10d's report of a failure elsewhere: "ValueError: labels must be in [0, 10)"."""
+    is not a launcher's or c10d's report of a failure elsewhere: "ValueError: labels must be in [0, 10)".  With
+    ``in_user_code``, only one raised through a frame of the user's own code, and not a DataLoader worker's error
+    whose own traceback was cut off ("Caught RuntimeError in DataLoader worker process 0." and nothing after)."""
     from nbhelpers.diagnosis.tracebacks import exceptions
 
     lines = text.splitlines()
     for rank, i, where in exceptions(text):
         if NOT_OWN.search(where.exc_type or ""):
+            continue
+        if in_user_code and (where.user is None or CAUGHT_IN_WORKER.search(where.message)):
             continue
         line = lines[i]
         st = _State()
@@ -1653,6 +1658,11 @@ def _findings(st: _State) -> list[Finding]:
     if not scores:
         _unmet(st, whole_log)
         scores = {c: s for c, s in scores.items() if s > 0}
+    if not scores and b"Traceback" in st.tail:  # no rule knows it, but a rank raised it in the user's own code
+        text = st.tail.decode(errors="replace")
+        own = _own_error(text, st.lines - text.count("\n") + 1, in_user_code=True)
+        if own:
+            whole_log("rank_error", own.line, own.text, own.rank)
     if not scores:
         return []
     # a category that only "alone" rules found (a launcher's report of whatever failed) yields to any other finding

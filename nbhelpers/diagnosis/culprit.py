@@ -35,6 +35,9 @@ UNREACHABLE = re.compile(
     re.I)
 KILLED_BEFORE_ESCALATION_S = 1.0
 SIZE_MISMATCH = re.compile(r"doesn't match expected size|collective mismatch", re.I)
+# DDP's constructor compares every rank's parameter shapes with rank 0's
+DDP_SHAPES = re.compile(r"appears not to match (?:sizes|strides) of the same param in process 0|"
+                        r"DDP expects same model across all ranks")
 EXIT_ABORT = re.compile(r"terminate called without an active exception")
 FATAL = re.compile(r"^(?:\[rank\d+\]:\s*)?Fatal Python error: ")  # faulthandler's dump follows (PYTHONFAULTHANDLER)
 OOM = re.compile(r"can't allocate memory|out of memory|std::bad_alloc|Cannot allocate memory|CUBLAS_STATUS_ALLOC_FAILED",
@@ -320,6 +323,22 @@ def size_mismatch(ev: Evidence) -> Verdict | None:
                      "report the shapes", lines)
 
 
+def model_mismatch(ev: Evidence) -> Verdict | None:
+    """Needs: logs.  Concludes, naming nobody: when the ranks that died on their own raised DDP's check that every
+    rank's parameters have rank 0's shapes, the ranks built different models (a vocabulary or label set from each
+    rank's own shard, a per-rank config); the rank that raised is only the one compared with rank 0."""
+    crashed = ev.crashed_alone
+    if not crashed or not all(DDP_SHAPES.search(v.log) for v in crashed):
+        return None
+    lines = [f"rank {v.rank}: {ln.strip()[:300]}" for v in crashed for ln in v.log.splitlines()
+             if DDP_SHAPES.search(ln)][:2]
+    return ev.nobody(Rule.MISMATCH, f"rank{'s' if len(crashed) > 1 else ''} {', '.join(str(v.rank) for v in crashed)} "
+                     "built a model whose parameters differ from rank 0's, and DDP's constructor refused it: the "
+                     "ranks built their models from something of their own (a vocabulary or label set read from "
+                     "each rank's shard, a per-rank config). Build it from the same data on every rank, or build it "
+                     "on rank 0 and broadcast_object_list it", lines, Failure.COLLECTIVE_MISMATCH)
+
+
 def exit_without_destroy(ev: Evidence) -> Verdict | None:
     """Needs: exit records and log tails.  Concludes: when the only ranks that died aborted (SIGABRT,
     "terminate called without an active exception", no Python error) while the interpreter shut down,
@@ -578,7 +597,7 @@ def nobody_stands_out(ev: Evidence) -> Verdict:
 
 
 RULES: list[Callable[[Evidence], Verdict | None]] = [
-    passed, desync_rule, size_mismatch, exit_without_destroy, ddp_segfault, crashed, wrong_world, named,
+    passed, desync_rule, size_mismatch, model_mismatch, exit_without_destroy, ddp_segfault, crashed, wrong_world, named,
     uneven_collectives, late, unmatched, different_collectives, collective_in_lock, outside_collective,
     furthest_behind, unreachable,
     own_error, nobody_stands_out,

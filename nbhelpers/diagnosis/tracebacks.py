@@ -19,8 +19,11 @@ RANK_PREFIX = re.compile(r"^(?:\[(?:rank|default)?\d+\]:\s?)+")     # torchrun -
 RANK_NUMBER = re.compile(r"^\[(?:rank|default)?(\d+)\]:")
 TB_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
 SPY_FRAME = re.compile(r"^\s{4}(\S.*?) \((.+?):(\d+)\)\s*$")
-SPY_THREAD = re.compile(r'^Thread (?:0x)?[0-9A-Fa-f]+ \((\w+)\): "([^"]+)"')
-EXC_LINE = re.compile(r"^((?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Timeout))(?::\s?(.*))?$")
+SPY_THREAD = re.compile(r'^Thread (?:0x)?[0-9A-Fa-f]+ \(([\w+ ]+)\): "([^"]+)"')  # (idle), (active), (active+gil)
+# the exception line closing a traceback: "ValueError: ...", "torch.distributed.DistBackendError: ...", and the C
+# extension modules' lower-case ones ("zlib.error: ...", "struct.error", "socket.timeout", "lzma.LZMAError")
+EXC_LINE = re.compile(r"^((?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Timeout)|"
+                      r"(?:[A-Za-z_]\w*\.)+(?:error|timeout|herror|gaierror))(?::\s?(.*))?$")
 LIBRARY = re.compile(r"(site-packages|dist-packages)/|/lib/python3\.\d+/|^<frozen |^<string>|/nbhelpers/runtime/")
 THIRD_PARTY = {"torch", "numpy", "transformers", "accelerate", "lightning", "pytorch_lightning", "deepspeed", "tqdm",
                "torchvision", "torchaudio", "datasets", "triton", "apex", "megatron", "fairscale", "timm", "hydra"}
@@ -86,6 +89,10 @@ class Where:
         return f"{self.collective} at {at}" if self.collective else f"at {at}"
 
 
+ORIGINAL = "Original Traceback (most recent call last):"  # a DataLoader worker's (or replica's) own traceback,
+# re-raised in the main process: "X: Caught X in DataLoader worker process 1." then the worker's frames and exception
+
+
 def _lines(text: str) -> list[str]:
     return [RANK_PREFIX.sub("", ln.rstrip("\r")) for ln in text.splitlines()]
 
@@ -110,6 +117,9 @@ def last_traceback(log: str) -> Where | None:
         e = EXC_LINE.match(lines[i].strip())
         if e and frames and not lines[i].startswith(" "):
             exc_type, message = e.group(1), (e.group(2) or "").strip()
+            if i + 1 < len(lines) and lines[i + 1].startswith(ORIGINAL):  # the worker's frames and error follow
+                i += 2
+                continue
             break
         i += 1
     return Where("traceback", frames, exc_type, message) if frames else None
@@ -120,7 +130,8 @@ def exceptions(log: str) -> list[tuple[int | None, int, Where]]:
     Where); the rank is read from a ``[rankN]:`` prefix, None without one.  Ranks' interleaved lines are kept
     apart by their prefixes."""
     out, open_ = [], {}   # rank -> frames of the traceback being read
-    for i, raw in enumerate(log.splitlines()):
+    raws = log.splitlines()
+    for i, raw in enumerate(raws):
         m = RANK_NUMBER.match(raw)
         rank = int(m.group(1)) if m else None
         ln = RANK_PREFIX.sub("", raw.rstrip("\r"))
@@ -136,6 +147,8 @@ def exceptions(log: str) -> list[tuple[int | None, int, Where]]:
             continue
         e = EXC_LINE.match(ln.strip())
         if e and frames and not ln.startswith(" "):
+            if i + 1 < len(raws) and RANK_PREFIX.sub("", raws[i + 1]).startswith(ORIGINAL):
+                continue  # re-raised from a DataLoader worker: its own frames and exception come next
             out.append((rank, i, Where("traceback", frames, e.group(1), (e.group(2) or "").strip())))
             del open_[rank]
     return out

@@ -187,15 +187,27 @@ def attach(pid: int | None = None, every_job: bool = False, wait: float = 0.0) -
     of them, as one world) without stopping it, and name the odd rank out.  ``wait``: look again every second
     for up to that many seconds until a rank stands out (a job still starting, or not hung yet)."""
     deadline = time.monotonic() + wait
+    seen = None  # the last look's (culprit, rule)
     while True:
         try:
             found = _attach_once(pid, every_job)
-            if found.culprit_rank is not None or time.monotonic() >= deadline:
+            named = (found.culprit_rank, found.verdict.kind)
+            # with time to wait, a verdict counts when two looks a second apart agree and no rank is still importing
+            # (a rank loading torch while another already waits in init_process_group is starting, not hung)
+            if found.culprit_rank is not None and (not wait or (named == seen and not _starting(found))):
+                return found
+            seen = named
+            if time.monotonic() >= deadline:
                 return found
         except AttachError:
             if time.monotonic() >= deadline:
                 raise
         time.sleep(1.0)
+
+
+def _starting(found: Attached) -> bool:
+    """A rank is still importing modules (py-spy shows frames of ``<frozen importlib._bootstrap>``)."""
+    return any("<frozen importlib._bootstrap" in stack for stack in found.stacks.values())
 
 
 def _attach_once(pid: int | None, every_job: bool) -> Attached:

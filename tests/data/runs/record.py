@@ -9,6 +9,7 @@ verdict was then.  Nothing here is typed by hand: rerun it to refresh the fixtur
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import platform
 import re
@@ -28,11 +29,21 @@ def probe(fault, **kw):
     return lambda: run_probe(2, timeout=3.0, size_mb=2.0, fault=fault, live=False, **kw)
 
 
-def user(script, *args):
-    """A realistic training script of examples/faulty (see its FAULTS.md), supervised as a user would."""
+def user(script, *args, folder="examples/faulty"):
+    """A realistic training script of examples/faulty (see its FAULTS.md), or of another set of them, supervised as
+    a user would."""
     from nbhelpers.scenarios.supervise import example, supervise
 
-    return lambda: supervise(str(example(script, TMP / script)), list(args), nproc=2, timeout=120, live=False)
+    FOLDERS[script] = folder
+
+    def run():
+        path = example(script, TMP / script, HERE.parents[2] / folder)
+        with contextlib.chdir(path.parent):  # as a user starts it: from its folder (its data/ is relative)
+            return supervise(str(path), list(args), nproc=2, timeout=120, live=False)
+    return run
+
+
+FOLDERS: dict[str, str] = {}  # script -> the folder of its set, as the tests find it
 
 
 def desync(name, nproc):
@@ -64,6 +75,12 @@ RUNS = {
     "user-loader-hang": (user("train_sharded_files"), "rank 1's DataLoader worker waits for a shard never written"),
     "user-sigkill": (user("train_cached_features"), "rank 1 SIGKILLed mid-epoch by a memory guard"),
     "user-flock-barrier": (user("train_token_cache"), "dist.barrier() inside an fcntl file lock"),
+    "user-busy-rank": (user("recsys_twotower", folder="tests/userscripts_heldout2"),
+                       "rank 1 builds its shard's stats cache in pure Python (~25 s) before its first all_reduce"),
+    "user-ddp-shapes": (user("train_intent_lightning", folder="tests/userscripts_heldout2"),
+                        "each rank builds its vocabulary from its own shard: DDP's constructor sees other shapes"),
+    "user-worker-error": (user("imgcls_packfile", folder="tests/userscripts_heldout2"),
+                          "a DataLoader worker of rank 1 fails to decompress a corrupt sample only rank 1 reads"),
 }
 TMP = Path(__import__("tempfile").mkdtemp(prefix="nbh-record-"))
 
@@ -81,9 +98,9 @@ def record(name: str) -> None:
         "what": what, "status": res.status, "recorded_verdict": res.verdict.to_dict(), "category": res.category,
         "torch": __import__("torch").__version__, "python": platform.python_version(), "machine": platform.machine(),
     }, indent=1) + "\n")
-    if name.startswith("user-"):  # the scripts' paths as the tests find them (they read examples/faulty)
+    if name.startswith("user-"):  # the scripts' paths as the tests find them (examples/faulty, ...)
         for f in out.iterdir():
-            f.write_text(re.sub(re.escape(str(TMP)) + r"/train_\w+", "examples/faulty", f.read_text(errors="replace")))
+            f.write_text(re.sub(re.escape(str(TMP)) + r"/(\w+)", lambda m: FOLDERS[m.group(1)], f.read_text(errors="replace")))
     print(f"{name}: {res.status}, culprit {res.culprit} ({res.verdict.kind}), category {res.category}")
 
 
