@@ -1303,6 +1303,11 @@ class _State:
         self.lines = 0
         self.tail = b""        # the last bytes seen: what the model reads when no rule fires
 
+    def tail_text(self) -> tuple[str, int]:
+        """The last bytes seen, as text, and the line number of its first line."""
+        text = self.tail.decode(errors="replace")
+        return text, self.lines - text.count("\n") + 1
+
     def add(self, rule: Rule, lineno: int, line: str) -> None:
         per = self.hits.setdefault(rule.category, {})
         per[rule] = per.get(rule, 0) + 1
@@ -1457,7 +1462,7 @@ def _unmet(st: _State, whole_log) -> None:
     "GLOBAL_RANK: 0, MEMBER: 1/8" twice: both nodes were given ranks 0-3), a log that ends while fewer than the world
     have announced themselves, or an exception from init_process_group / the TCPStore that lost its connection."""
     twice = next((r for r, at in sorted(st.members.items()) if len(at) >= 2), None)
-    text = st.tail.decode(errors="replace")
+    text, first = st.tail_text()
     last = text.rstrip().rsplit("\n", 1)[-1]
     if twice is not None:
         whole_log("rendezvous_timeout", st.members[twice][1], f"two processes joined as global rank {twice} of "
@@ -1468,7 +1473,7 @@ def _unmet(st: _State, whole_log) -> None:
     elif b"Traceback" in st.tail and INIT_FRAME.search(text):
         from nbhelpers.diagnosis.tracebacks import exceptions
 
-        lines, first = text.splitlines(), st.lines - text.count("\n") + 1
+        lines = text.splitlines()
         for rank, i, where in exceptions(text):
             if INIT_LOST.search(lines[i]) and any(INIT_FRAME.search(f"{f.func} {f.code}") for f in where.frames):
                 whole_log("rendezvous_timeout", first + i, f"{lines[i].strip()[:400]} (raised while the ranks met: "
@@ -1514,15 +1519,14 @@ def _second_opinion(st: _State) -> list[Finding]:
     """No rule fired: the learned model's top label, when it is a failure and confident enough."""
     from nbhelpers.diagnosis import model
 
-    text = st.tail.decode(errors="replace")
+    text, first = st.tail_text()
     if not model.hard_errors(text):  # info and warning chatter is never a failure by itself
         return []
     label, p = model.predict(text, 1)[0]
     if label == "healthy" or p < model.MIN_CONFIDENCE or model.failure_probability(text) < model.MIN_FAILURE:
         return []
     lines = model.error_lines(text, MAX_EVIDENCE)
-    first = st.lines - text.count("\n")
-    numbered = {ln: i for i, ln in enumerate(text.splitlines(), first + 1)}
+    numbered = {ln: i for i, ln in enumerate(text.splitlines(), first)}
     ev = [Evidence(next((n for t, n in numbered.items() if ln in t), st.lines), ln) for ln in lines]
     return [Finding(label, p, 0.0, ev, by="model")]
 
@@ -1651,16 +1655,14 @@ def _findings(st: _State) -> list[Finding]:
         c == "worker_killed" and all(r in PEER_REPORTS for r in st.hits[c] if counted(c, r)))]
     own = None
     if scores and not reported and b"Traceback" in st.tail:
-        text = st.tail.decode(errors="replace")
-        own = _own_error(text, st.lines - text.count("\n") + 1)
+        own = _own_error(*st.tail_text())
         if own:
             whole_log("rank_error", own.line, own.text, own.rank)
     if not scores:
         _unmet(st, whole_log)
         scores = {c: s for c, s in scores.items() if s > 0}
     if not scores and b"Traceback" in st.tail:  # no rule knows it, but a rank raised it in the user's own code
-        text = st.tail.decode(errors="replace")
-        own = _own_error(text, st.lines - text.count("\n") + 1, in_user_code=True)
+        own = _own_error(*st.tail_text(), in_user_code=True)
         if own:
             whole_log("rank_error", own.line, own.text, own.rank)
     if not scores:
