@@ -96,5 +96,10 @@ Thread 9266 (active+gil): "MainThread"
 def test_a_rank_still_importing_is_starting_not_a_straggler_to_wait_for():
     from nbhelpers.runtime.attach import Attached, _starting
 
-    starting = Attached(1, [], {0: IMPORTING, 1: ""}, None)
+    from nbhelpers.diagnosis.culprit import RankView
+    from nbhelpers.runtime.hangwatch import hang_verdict
+
+    stacks = {0: IMPORTING, 1: ""}
+    starting = Attached(1, [], stacks, hang_verdict([RankView(r, stack=s) for r, s in stacks.items()]))
     assert _starting(starting) and not _starting(Attached(1, [], {0: "", 1: ""}, None))
+    assert "still starting" in starting.text() and starting.to_dict()["starting"] is True

@@ -135,7 +135,8 @@ class Attached:
             rows.append({"rank": rp.rank, "pid": rp.pid, "host": rp.host, "local_rank": rp.local_rank,
                          "where": p.line if p else None, "collective": p.collective if p else None,
                          "position": str(p) if p else None, **({"stack": self.stacks.get(rp.rank, "")} if stacks else {})})
-        return {"job_pid": self.job_pid, "culprit_rank": self.culprit_rank, "culprit_where": self.verdict.where,
+        return {"job_pid": self.job_pid, "starting": _starting(self), "culprit_rank": self.culprit_rank,
+                "culprit_where": self.verdict.where,
                 "rule": self.verdict.kind, "reason": self.verdict.reason, "evidence": self.verdict.evidence,
                 "groups": {k: rank_ranges(v) for k, v in self.groups().items()}, "ranks": rows}
 
@@ -147,6 +148,9 @@ class Attached:
         v = self.verdict
         lines.append(f"culprit: rank {v.culprit}" + (f" at {v.where}" if v.where else "") + f" ({v.kind}): {v.reason}"
                      if v.culprit is not None else f"no single rank stands out: {v.reason}")
+        if _starting(self):
+            lines.append("note: a rank is still importing modules, so the job is still starting: look again in a "
+                         "few seconds, or use --wait")
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
