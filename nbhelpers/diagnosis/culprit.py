@@ -307,17 +307,26 @@ def desync_rule(ev: Evidence) -> Verdict | None:
                      "with 3 ranks", evidence)
 
 
+def _crashed_on(ev: Evidence, message: re.Pattern, signal: str | None = None) -> tuple[str, list[str]] | None:
+    """When every rank that died on its own (by ``signal``, if given) logged ``message``: "rank 1" / "ranks 1, 2",
+    and the first two such lines; else None."""
+    crashed = ev.crashed_alone
+    if not crashed or not all((signal is None or v.record.get("signal") == signal) and message.search(v.log)
+                              for v in crashed):
+        return None
+    lines = [f"rank {v.rank}: {ln.strip()[:300]}" for v in crashed for ln in v.log.splitlines() if message.search(ln)]
+    return f"rank{'s' if len(crashed) > 1 else ''} {', '.join(str(v.rank) for v in crashed)}", lines[:2]
+
+
 def size_mismatch(ev: Evidence) -> Verdict | None:
     """Needs: exit records (SIGABRT) and logs.  Concludes, naming nobody: when the only ranks that died on
     their own aborted on a size mismatch, gloo aborted the rank that received more than it expected,
     which need not be the rank at fault; DETAIL makes every rank report the shapes."""
-    crashed = ev.crashed_alone
-    if not crashed or not all(v.record.get("signal") == "SIGABRT" and SIZE_MISMATCH.search(v.log) for v in crashed):
+    found = _crashed_on(ev, SIZE_MISMATCH, "SIGABRT")
+    if found is None:
         return None
-    lines = [f"rank {v.rank}: {ln.strip()[:300]}" for v in crashed for ln in v.log.splitlines()
-             if SIZE_MISMATCH.search(ln)][:2]
-    return ev.nobody(Rule.MISMATCH, f"rank{'s' if len(crashed) > 1 else ''} "
-                     f"{', '.join(str(v.rank) for v in crashed)} aborted (SIGABRT) on a collective whose size did "
+    who, lines = found
+    return ev.nobody(Rule.MISMATCH, f"{who} aborted (SIGABRT) on a collective whose size did "
                      "not match its peers': gloo aborts the rank that received more than it expected, which is not "
                      "necessarily the rank at fault; rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL to have every rank "
                      "report the shapes", lines)
@@ -327,16 +336,15 @@ def model_mismatch(ev: Evidence) -> Verdict | None:
     """Needs: logs.  Concludes, naming nobody: when the ranks that died on their own raised DDP's check that every
     rank's parameters have rank 0's shapes, the ranks built different models (a vocabulary or label set from each
     rank's own shard, a per-rank config); the rank that raised is only the one compared with rank 0."""
-    crashed = ev.crashed_alone
-    if not crashed or not all(DDP_SHAPES.search(v.log) for v in crashed):
+    found = _crashed_on(ev, DDP_SHAPES)
+    if found is None:
         return None
-    lines = [f"rank {v.rank}: {ln.strip()[:300]}" for v in crashed for ln in v.log.splitlines()
-             if DDP_SHAPES.search(ln)][:2]
-    return ev.nobody(Rule.MISMATCH, f"rank{'s' if len(crashed) > 1 else ''} {', '.join(str(v.rank) for v in crashed)} "
-                     "built a model whose parameters differ from rank 0's, and DDP's constructor refused it: the "
-                     "ranks built their models from something of their own (a vocabulary or label set read from "
-                     "each rank's shard, a per-rank config). Build it from the same data on every rank, or build it "
-                     "on rank 0 and broadcast_object_list it", lines, Failure.COLLECTIVE_MISMATCH)
+    who, lines = found
+    return ev.nobody(Rule.MISMATCH, f"{who} built a model whose parameters differ from rank 0's, and DDP's "
+                     "constructor refused it: the ranks built their models from something of their own (a vocabulary "
+                     "or label set read from each rank's shard, a per-rank config). Build it from the same data on "
+                     "every rank, or build it on rank 0 and broadcast_object_list it", lines,
+                     Failure.COLLECTIVE_MISMATCH)
 
 
 def exit_without_destroy(ev: Evidence) -> Verdict | None:

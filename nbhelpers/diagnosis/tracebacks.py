@@ -93,6 +93,11 @@ ORIGINAL = "Original Traceback (most recent call last):"  # a DataLoader worker'
 # re-raised in the main process: "X: Caught X in DataLoader worker process 1." then the worker's frames and exception
 
 
+def _reraised(lines: list[str], i: int) -> bool:
+    """The exception on line ``i`` is a worker's, re-raised: its "Original Traceback" follows (prefixes allowed)."""
+    return i + 1 < len(lines) and RANK_PREFIX.sub("", lines[i + 1]).startswith(ORIGINAL)
+
+
 def _lines(text: str) -> list[str]:
     return [RANK_PREFIX.sub("", ln.rstrip("\r")) for ln in text.splitlines()]
 
@@ -117,7 +122,7 @@ def last_traceback(log: str) -> Where | None:
         e = EXC_LINE.match(lines[i].strip())
         if e and frames and not lines[i].startswith(" "):
             exc_type, message = e.group(1), (e.group(2) or "").strip()
-            if i + 1 < len(lines) and lines[i + 1].startswith(ORIGINAL):  # the worker's frames and error follow
+            if _reraised(lines, i):  # the worker's frames and error follow
                 i += 2
                 continue
             break
@@ -147,7 +152,7 @@ def exceptions(log: str) -> list[tuple[int | None, int, Where]]:
             continue
         e = EXC_LINE.match(ln.strip())
         if e and frames and not ln.startswith(" "):
-            if i + 1 < len(raws) and RANK_PREFIX.sub("", raws[i + 1]).startswith(ORIGINAL):
+            if _reraised(raws, i):
                 continue  # re-raised from a DataLoader worker: its own frames and exception come next
             out.append((rank, i, Where("traceback", frames, e.group(1), (e.group(2) or "").strip())))
             del open_[rank]
