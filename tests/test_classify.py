@@ -403,6 +403,13 @@ def test_set_up_lines_worth_a_look_are_hints_not_findings():
     # next to the socket error they explain, the same lines are the finding, not a hint (horovod/horovod#584)
     text = train_log("horovod/horovod#584")
     assert C.classify(text, model=False)[0].category == "network_interface" and C.hints(text) == []
+    # NVIDIA/nccl#367: two docker hosts that hung, NCCL bootstrapping on the default bridge (eth0:172.17.0.2);
+    # NVIDIA/nccl-tests#162: bootstrap on an avahi link-local alias (eno1:avahi): hints too, no finding
+    for thread, shows in (("NVIDIA/nccl#367", "eth0:172.17.0.2"), ("NVIDIA/nccl-tests#162", "eno1:avahi")):
+        text = train_log(thread)
+        assert C.classify(text, model=False) == [] and C.classify(text) == []
+        (hint,) = C.hints(text)
+        assert hint["category"] == "network_interface" and shows in hint["evidence"][0], thread
     # a healthy start-up on a routable interface has none
     assert C.hints("h:1:1 [0] NCCL INFO Bootstrap : Using eno1:10.3.68.117<0>\nNCCL version 2.21.5+cuda12.4\n") == []
 

@@ -58,6 +58,7 @@ def _compiled(p: str) -> re.Pattern:
 
 
 R = Rule
+BRIDGE_OR_LINK_LOCAL = r"(\]|using )\S*:(172\.17\.\d+\.\d+|169\.254\.\d+\.\d+)<|:avahi:"
 RULES: list[Rule] = [
     # rendezvous / init
     R("rendezvous_timeout", "timed out initializing process group", weight=6),
@@ -188,6 +189,10 @@ RULES: list[Rule] = [
     # (2.7+ lists them on one line: "Bootstrap : Using [0]eno4:10.3.68.117<0> [1]vethe94aab9:fe80::a86b:...")
     R("network_interface", "bootstrap : using", r"using (\[\d+\])?\S+:(fe80::|127\.)|using (lo|docker\d*|veth\w*|br-\w+|virbr\d*):|"
       r"\[\d+\](lo|docker\d*|veth\w*|br-\w+|virbr\d*):|\[\d+\]\S+:fe80::", 6, context=True),
+    # ... or on docker's default bridge (172.17.0.0/16: only this host reaches it) or a link-local address
+    # (169.254.x.x, an avahi alias): a healthy one-host run prints the same, so these are hints only
+    R("network_interface", "bootstrap : using", BRIDGE_OR_LINK_LOCAL, 3, hint=True),
+    R("network_interface", "net/socket : using", BRIDGE_OR_LINK_LOCAL, 3, hint=True),
     # InfiniBand
     R("infiniband", "got completion from peer", r"(error|status)\s*=?\s*\d+", 8),
     R("infiniband", "warn net/ib", weight=5),
@@ -1545,7 +1550,7 @@ HINT_NEEDLE_WHY = {  # a rule whose lines mean something else than its category'
 }
 HINT_WHY = {
     "network_interface": "NCCL or Gloo picked an address other hosts may not reach (loopback, a container bridge or "
-                         "veth, an IPv6 link-local fe80:: address). Harmless when every rank is on this host; if ranks "
+                         "veth, a link-local address: IPv6 fe80:: or 169.254.x.x). Harmless when every rank is on this host; if ranks "
                          "on several hosts hang or fail at start-up, this is the first thing to fix.",
     "rendezvous_timeout": "Ranks were still waiting for their peers to join. Normal for a while at start-up; if it "
                           "repeats until a timeout, a rank never joined.",
