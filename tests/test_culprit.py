@@ -15,6 +15,7 @@ from nbhelpers.runtime.launcher import read_run_dir, read_sources
 RUNS = Path(__file__).resolve().parent / "data" / "runs"
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "faulty"
 HELDOUT2 = Path(__file__).resolve().parent / "userscripts_heldout2"
+HELDOUT3 = Path(__file__).resolve().parent / "userscripts_heldout3"
 
 DECIDED_BY = {  # recorded run -> the rule that must decide it
     "healthy": C.passed,
@@ -44,6 +45,7 @@ DECIDED_BY = {  # recorded run -> the rule that must decide it
     "user-busy-rank": C.outside_collective,
     "user-ddp-shapes": C.model_mismatch,   # each rank's vocabulary from its own shard: DDP's shape check
     "user-worker-error": C.crashed,        # a DataLoader worker's error, re-raised in the rank's main process
+    "user-same-checkpoint": C.same_error,  # both ranks load one torn checkpoint: the file, not a rank (third set)
 }
 EXPECTED_FAILURE = {  # what each user-script run must be called, besides its culprit
     "user-valueerror": (1, "rank_error"), "user-oom-allgather": (1, "oom_in_collective"),
@@ -52,13 +54,14 @@ EXPECTED_FAILURE = {  # what each user-script run must be called, besides its cu
     "user-detail-segfault": (None, "ddp_segfault"), "user-loader-hang": (1, None), "user-sigkill": (1, None),
     "user-busy-rank": (1, None),
     "user-ddp-shapes": (None, "collective_mismatch"), "user-worker-error": (1, "rank_error"),
+    "user-same-checkpoint": (None, "rank_error"),  # the run's category is the classifier's checkpoint_corrupt
 }
 
 
 def evidence(name: str) -> tuple[C.Evidence, dict]:
     views, torchrun_log = read_run_dir(RUNS / name)
     meta = json.loads((RUNS / name / "run.json").read_text())
-    return C.Evidence(views, meta["status"], None, torchrun_log, read_sources(views, [EXAMPLES, HELDOUT2])), meta
+    return C.Evidence(views, meta["status"], None, torchrun_log, read_sources(views, [EXAMPLES, HELDOUT2, HELDOUT3])), meta
 
 
 @pytest.mark.parametrize("name", sorted(DECIDED_BY))
@@ -162,6 +165,19 @@ def test_a_dataloader_workers_error_is_the_ranks_own_with_the_workers_line():
     ev, _ = evidence("user-worker-error")
     v = C.find_culprit(ev.views, ev.status, torchrun_log=ev.torchrun_log, sources=ev.sources)
     assert v.culprit == 1 and "imgcls_packfile.py:41 in __getitem__" in v.where and "incorrect header check" in v.reason
+
+
+def test_the_same_error_on_every_rank_names_no_rank_but_the_line_they_share():
+    # both ranks resumed from one checkpoint that a pre-empted save had cut short; rank 0 exited first and torchrun's
+    # Root Cause names it, rank 1 was stopped just after raising the same error
+    ev, _ = evidence("user-same-checkpoint")
+    assert {v.rank for v in ev.crashed_alone} == {0} and ev.by_rank[1].record["stop_signal"] == "SIGTERM"
+    v = C.same_error(ev)
+    assert v.culprit is None and v.kind is Rule.SAME_ERROR and "tabular_trainer.py:139" in v.reason
+    assert "central directory" in v.evidence[0] and "central directory" in v.evidence[1]
+    assert v.torchrun_note() == "torchrun's 'Root Cause' names rank 0: only the first rank to exit, not a cause by itself"
+    # one rank's own error, the other a victim of it: not the same error (the rank that raised is the culprit)
+    assert C.same_error(evidence("user-valueerror")[0]) is None
 
 
 def test_ddps_shape_check_names_no_rank_and_says_the_models_differ():

@@ -44,6 +44,7 @@ class Rule(str, Enum):
     MISMATCH = "mismatch"           # a rank aborted on a size mismatch: not necessarily the one at fault
     EXIT_WITHOUT_DESTROY = "exit_without_destroy"  # aborted in Python's shutdown, group never destroyed
     DDP_SEGFAULT = "ddp_segfault"   # every rank crashed in DDP's constructor: the environment, not a rank
+    SAME_ERROR = "same_error"       # every rank raised the same error at the same line: what they share is at fault
     CRASHED = "crashed"             # died on its own (signal, exit code, its own exception) before the others failed
     WRONG_WORLD = "wrong_world"     # waited for a rank that does not exist: its world size or rank is wrong
     NAMED = "named"                 # a waiting rank's error names whom it waited for
@@ -80,6 +81,13 @@ class Verdict:
     def __repr__(self) -> str:
         who = "no culprit" if self.culprit is None else f"culprit rank {self.culprit} ({self.kind})"
         return f"<Verdict {who}: {self.reason}>"
+
+    def torchrun_note(self) -> str | None:
+        """What torchrun's "Root Cause" rank was, when it is not this verdict's culprit (None when it is)."""
+        if self.torchrun_blamed is None or self.torchrun_blamed == self.culprit:
+            return None
+        what = "a victim" if self.culprit is not None else "only the first rank to exit, not a cause by itself"
+        return f"torchrun's 'Root Cause' names rank {self.torchrun_blamed}: {what}"
 
     def to_dict(self) -> dict:
         return {"culprit_rank": self.culprit, "culprit_kind": self.kind.value, "culprit_where": self.where,

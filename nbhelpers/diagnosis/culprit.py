@@ -387,6 +387,24 @@ def ddp_segfault(ev: Evidence) -> Verdict | None:
                      [f"rank {v.rank}: {_signal_text(v.record)}" for v in dead], Failure.DDP_SEGFAULT)
 
 
+def same_error(ev: Evidence) -> Verdict | None:
+    """Needs: every rank's traceback.  Concludes, naming nobody: when every rank raised the same exception at the
+    same line of the user's code (each died of it, or was stopped by the launcher just after), the fault is in what
+    they all share -- a checkpoint they all load, the configuration, the code -- not in one rank: the rank whose
+    exit came first was only the quickest."""
+    if len(ev.views) < 2 or not ev.crashed_alone:
+        return None
+    tbs = [v.traceback for v in ev.views]
+    if any(tb is None or tb.user is None or _is_victim_error(tb.exception) for tb in tbs) or \
+            len({(tb.exc_type, tb.user.where) for tb in tbs}) != 1:
+        return None
+    tb = tbs[0]
+    return ev.nobody(Rule.SAME_ERROR, f"every rank raised {_short(tb.exception)} {tb.describe()}: the fault is in "
+                     "what they all share (a file they all read, the configuration, the code), not in one rank",
+                     [f"rank {v.rank}: {t.exception[:300]}" for v, t in zip(ev.views, tbs)][:2] +
+                     _frames_ev(ev.views[0], tb), Failure.RANK_ERROR)
+
+
 def crashed(ev: Evidence) -> Verdict | None:
     """Needs: exit records, and the rank's traceback when it raised.  Concludes: a rank that died on its own
     (non-zero exit or a signal nobody sent it) with no error of the waiting kind is the cause; the others
@@ -605,7 +623,8 @@ def nobody_stands_out(ev: Evidence) -> Verdict:
 
 
 RULES: list[Callable[[Evidence], Verdict | None]] = [
-    passed, desync_rule, size_mismatch, model_mismatch, exit_without_destroy, ddp_segfault, crashed, wrong_world, named,
+    passed, desync_rule, size_mismatch, model_mismatch, exit_without_destroy, ddp_segfault, same_error, crashed,
+    wrong_world, named,
     uneven_collectives, late, unmatched, different_collectives, collective_in_lock, outside_collective,
     furthest_behind, unreachable,
     own_error, nobody_stands_out,

@@ -121,6 +121,9 @@ REMEDIES: dict[Failure | Rule, tuple[str, ...]] = {
     Rule.NAMED: (
         "That rank never reached init_process_group (or reached it elsewhere): check it started, that every "
         "rank got the same MASTER_ADDR/MASTER_PORT, and what it was doing (its stack dump).",),
+    Rule.SAME_ERROR: (
+        "Every rank failed the same way at the same line, so no rank is to blame: fix what they all share (the file "
+        "they read, the configuration, the code). A restart of the same job fails the same way.",),
     Rule.CRASHED: (
         "Read that rank's own log: its error, exit code or signal is the cause. SIGKILL usually means the "
         "OOM killer (check `dmesg`); SIGABRT/SIGSEGV a C++ failure. The other ranks' errors are consequences.",),

@@ -263,8 +263,8 @@ class RunResult:
             head += f"Culprit: {who}. {html.escape(v.reason)}."
             if self.culprit_named_s is not None:
                 head += f" Named {self.culprit_named_s:.1f} s after launch."
-            if v.torchrun_blamed is not None and v.torchrun_blamed != v.culprit:
-                head += f" (torchrun's 'Root Cause' names rank {v.torchrun_blamed}: a victim.)"
+            if v.torchrun_note():
+                head += f" ({html.escape(v.torchrun_note())}.)"
         head += "</p>"
         if self.hang:
             h = self.hang

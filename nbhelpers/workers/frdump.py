@@ -106,7 +106,10 @@ def main(argv=None) -> None:
             grads = model.weight.grad.flatten().clone()
             if me and step == args.fault_step and args.fault == "skip":
                 log(f"fault: step {step} skips the gradient all_reduce, then waits {args.hang:g} s")
-                time.sleep(args.hang)
+                # short sleeps: a SIGTERM the kernel hands to another thread (the main one being briefly stopped by
+                # a stack reader, say) only flags Python's handler, which runs when the main thread next wakes
+                for _ in range(int(args.hang * 10)):
+                    time.sleep(0.1)
                 raise RuntimeError(f"rank {rank} waited {args.hang:g} s after skipping an all_reduce")
             if me and step == args.fault_step and args.fault == "mismatch":
                 log(f"fault: step {step} all_reduces {2 * grads.numel()} elements instead of {grads.numel()}")

@@ -81,6 +81,8 @@ RUNS = {
                         "each rank builds its vocabulary from its own shard: DDP's constructor sees other shapes"),
     "user-worker-error": (user("imgcls_packfile", folder="tests/userscripts_heldout2"),
                           "a DataLoader worker of rank 1 fails to decompress a corrupt sample only rank 1 reads"),
+    "user-same-checkpoint": (user("tabular_trainer", folder="tests/userscripts_heldout3"),
+                             "both ranks resume from the same checkpoint, cut short by a pre-empted save"),
 }
 TMP = Path(__import__("tempfile").mkdtemp(prefix="nbh-record-"))
 
