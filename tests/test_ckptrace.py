@@ -27,7 +27,7 @@ def test_rank0_only_collective_names_rank0(runs_dir):
     res = ckptrace.rank0_collective(timeout=3)
     assert res.status == "failed"
     assert res.culprit == 0 and res.verdict.kind == "unmatched", res.verdict
-    assert res.category == "collective_timeout", res.findings
+    assert res.category == "collective_mismatch", res.findings  # a collective only rank 0 calls
     assert any("Timed out waiting 3000ms" in (e.get("error") or "") for e in res.events)
 
 

@@ -447,3 +447,16 @@ def test_c10d_ipv6_warnings_alone_are_a_hint_not_an_interface_failure():
 ])
 def test_wordings_of_the_eighth_collection(thread, category):
     assert C.classify(train_log(thread), model=False)[0].category == category
+
+
+def test_ranks_whose_tracebacks_end_in_different_collectives_after_a_timeout_are_a_mismatch():
+    runs = Path(__file__).resolve().parent / "data" / "runs"
+    paste = lambda name: "\n".join(p.read_text() for p in sorted((runs / name).glob("rank*.log")))  # noqa: E731
+    # examples/faulty/train_early_stop.py: rank 0 times out in a broadcast while rank 1 waits in an all_reduce
+    found = C.classify(paste("user-order-swapped"), model=False)
+    assert found[0].category == "collective_mismatch", found
+    assert "rank 0 in broadcast, rank 1 in all_reduce" in found[0].evidence[0].text and found[0].evidence[0].rank == 0
+    # train_finetune.py: rank 0 in a broadcast, rank 1 in backward (DDP's gradient all_reduce)
+    assert "backward (DDP's gradient all_reduce)" in C.classify(paste("user-bcast-rank0"))[0].evidence[0].text
+    # a late rank: the one that timed out and the one that lost it afterwards are in the same call: a timeout
+    assert C.classify(paste("stall"), model=False)[0].category == "collective_timeout"

@@ -46,6 +46,9 @@ DECIDED_BY = {  # recorded run -> the rule that must decide it
     "user-ddp-shapes": C.model_mismatch,   # each rank's vocabulary from its own shard: DDP's shape check
     "user-worker-error": C.crashed,        # a DataLoader worker's error, re-raised in the rank's main process
     "user-same-checkpoint": C.same_error,  # both ranks load one torn checkpoint: the file, not a rank (third set)
+    "user-dtype-mismatch": C.size_mismatch,  # one rank's metric tensor int64, the other's float32 (third set)
+    # rank 1 raised DDP's unused-parameter error and was stopped while still exiting; rank 0 had aborted first
+    "user-stopped-dying": C.crashed,
 }
 EXPECTED_FAILURE = {  # what each user-script run must be called, besides its culprit
     "user-valueerror": (1, "rank_error"), "user-oom-allgather": (1, "oom_in_collective"),
@@ -55,6 +58,7 @@ EXPECTED_FAILURE = {  # what each user-script run must be called, besides its cu
     "user-busy-rank": (1, None),
     "user-ddp-shapes": (None, "collective_mismatch"), "user-worker-error": (1, "rank_error"),
     "user-same-checkpoint": (None, "rank_error"),  # the run's category is the classifier's checkpoint_corrupt
+    "user-stopped-dying": (1, "rank_error"),  # the run's category is the classifier's collective_mismatch
 }
 
 
@@ -92,7 +96,7 @@ def test_users_scripts_get_their_culprit_failure_and_line(name):
     culprit, failure = EXPECTED_FAILURE[name]
     assert v.culprit == culprit and (v.failure.value if v.failure else None) == failure, v
     if culprit is not None and name != "user-sigkill":  # SIGKILL leaves no traceback and no stack to read
-        assert v.where and ("examples/faulty/train_" in v.where or "userscripts_heldout2/" in v.where), v.where
+        assert v.where and ("examples/faulty/train_" in v.where or "userscripts_heldout" in v.where), v.where
         # (the line of the user's code, not torch's)
 
 
@@ -167,11 +171,21 @@ def test_a_dataloader_workers_error_is_the_ranks_own_with_the_workers_line():
     assert v.culprit == 1 and "imgcls_packfile.py:41 in __getitem__" in v.where and "incorrect header check" in v.reason
 
 
+def test_a_size_abort_by_a_power_of_two_says_it_may_be_a_dtype():
+    # lit_shards: rank 1 has no validation shard, so its metric counters stay Python ints (int64) while rank 0's are
+    # float32: gloo aborts rank 0 with "8 vs 4" (bytes received vs posted)
+    v = C.size_mismatch(evidence("user-dtype-mismatch")[0])
+    assert v.culprit is None and "8 bytes received where 4 were expected" in v.reason and "another dtype" in v.reason
+    # 1024 vs 1000 bytes (another shape): no dtype note
+    assert "dtype" not in C.size_mismatch(evidence("desync-shape-2")[0]).reason
+
+
 def test_the_same_error_on_every_rank_names_no_rank_but_the_line_they_share():
     # both ranks resumed from one checkpoint that a pre-empted save had cut short; rank 0 exited first and torchrun's
     # Root Cause names it, rank 1 was stopped just after raising the same error
     ev, _ = evidence("user-same-checkpoint")
-    assert {v.rank for v in ev.crashed_alone} == {0} and ev.by_rank[1].record["stop_signal"] == "SIGTERM"
+    assert ev.by_rank[1].record["stop_signal"] == "SIGTERM" and ev.by_rank[1].raised_at_end()
+    assert {v.rank for v in ev.crashed_alone} == {0, 1}  # rank 1 was dying of its own error when the stop came
     v = C.same_error(ev)
     assert v.culprit is None and v.kind is Rule.SAME_ERROR and "tabular_trainer.py:139" in v.reason
     assert "central directory" in v.evidence[0] and "central directory" in v.evidence[1]
@@ -184,3 +198,42 @@ def test_ddps_shape_check_names_no_rank_and_says_the_models_differ():
     ev, _ = evidence("user-ddp-shapes")
     v = C.model_mismatch(ev)
     assert v.culprit is None and "appears not to match sizes" in v.evidence[0] and "each rank's shard" in v.reason
+
+
+PASTE_FALLS_SHORT = {  # what only a supervised run knows, not the text a user would paste
+    "user-detail-segfault": "ddp_segfault is read from the exit records (SIGSEGV in DDP's constructor)",
+    "user-uneven": "only the exit records say rank 0 had ended cleanly while rank 1 still called collectives",
+}
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in RUNS.iterdir() if p.is_dir()))
+def test_doctor_on_a_runs_pasted_output_names_the_runs_own_failure(name):
+    # one name per failure: the ranks' output as plain torchrun prints it, pasted into `doctor`, gets the failure the
+    # supervised run's verdict gives (its culprit rules, exit records and stacks) wherever the text shows it
+    from nbhelpers.diagnosis.categories import run_failure
+    from nbhelpers.diagnosis.classify import classify, classify_logs
+
+    ev, meta = evidence(name)
+    v = C.find_culprit(ev.views, ev.status, torchrun_log=ev.torchrun_log, sources=ev.sources)
+    logs = {r.rank: r.log for r in ev.views}
+    found = classify_logs(logs, ev.torchrun_log)
+    run = run_failure(v.failure, found[0].failure if found else None) if meta["status"] != "ok" else None
+    pasted = classify("\n".join(logs[r] for r in sorted(logs)) + "\n" + ev.torchrun_log)
+    doctor = pasted[0].category if pasted else None
+    if name in PASTE_FALLS_SHORT:
+        assert doctor != (run.value if run else None), f"{name} now agrees: drop it from PASTE_FALLS_SHORT"
+    else:
+        assert doctor == (run.value if run else None), (name, doctor, run)
+
+
+def test_a_rank_stopped_while_dying_of_its_own_error_counts_as_crashed():
+    ev, _ = evidence("user-stopped-dying")
+    dying = ev.by_rank[1]
+    assert dying.record["signal"] == "SIGTERM" and dying.raised_at_end() and dying.crashed
+    # its traceback, not the stop, is the reason (the message runs on for several lines after the exception line)
+    v = C.crashed(ev)
+    assert v.culprit == 1 and "Expected to have finished reduction" in v.reason and "SIGTERM" not in v.reason
+    # ranks stopped while they waited, or after losing a peer, did not raise at the end of their own
+    for name in ("stall", "user-loader-hang", "user-valueerror", "rank0-collective"):
+        run, _ = evidence(name)
+        assert not any(r.raised_at_end() for r in run.views if r.record.get("stop_signal")), name

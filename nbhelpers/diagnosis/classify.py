@@ -1157,6 +1157,7 @@ MEMBER = re.compile(r"GLOBAL_RANK: (\d+), MEMBER: \d+/(\d+)")
 # an exception raised while the ranks meet (init_process_group, the TCPStore, the rendezvous) that says the
 # connection to the store failed: the ranks never all met
 INIT_FRAME = re.compile(r"init_process_group|TCPStore|_create_c10d_store|rendezvous|_store_based_barrier|new_group")
+TIMED_OUT = re.compile(r"timed? ?out|timeout", re.I)
 INIT_LOST = re.compile(r"reset by peer|connection refused|broken pipe|connect\(\) timed out|timed out", re.I)
 BARRIER_COUNTS = re.compile(r"world_size=(\d+), worker_count=(\d+)")
 SEQ_NUMBER = re.compile(r"\[Rank (\d+)\].*SequenceNumber=(\d+)")
@@ -1462,6 +1463,23 @@ def _own_error(text: str, first: int, in_user_code: bool = False) -> Evidence | 
     return None
 
 
+def _split_calls(st: _State, whole_log) -> None:
+    """A collective timed out; did the ranks' last tracebacks end in different collectives (rank 0 in a broadcast,
+    rank 1 in backward's gradient all_reduce)?  Then they were not in the same call: a collective one rank skipped
+    or added (a rank whose peer gave up first fails in the call it had reached, which with the same code is the same
+    one)."""
+    from nbhelpers.diagnosis.tracebacks import exceptions
+
+    text, first = st.tail_text()
+    last = {rank: (i, where) for rank, i, where in exceptions(text) if rank is not None}
+    calls = {r: w.collective for r, (_, w) in last.items() if w.collective and not w.collective.startswith("wait")}
+    timed = [r for r in sorted(calls) if TIMED_OUT.search(last[r][1].message)]
+    if len(set(calls.values())) >= 2 and timed:
+        desc = ", ".join(f"rank {r} in {c}" for r, c in sorted(calls.items()))
+        whole_log("collective_mismatch", first + last[timed[0]][0], f"the ranks' tracebacks end in different "
+                  f"collectives ({desc}) and rank {timed[0]} timed out: they were not in the same call", timed[0])
+
+
 def _unmet(st: _State, whole_log) -> None:
     """No rule fired; did the ranks fail to meet?  Two processes announcing the same global rank (Lightning's
     "GLOBAL_RANK: 0, MEMBER: 1/8" twice: both nodes were given ranks 0-3), a log that ends while fewer than the world
@@ -1654,6 +1672,8 @@ def _findings(st: _State) -> list[Finding]:
         line, count_, shown = st.coll_split
         whole_log("collective_mismatch", line, f"processes called different collectives at NCCL opCount {count_}: "
                   f"{'; '.join(shown)}")
+    if "collective_timeout" in scores and b"Traceback" in st.tail:
+        _split_calls(st, whole_log)
     scores = {c: s for c, s in scores.items() if s > 0}
     # only what peers and launchers report after a rank failed: a rank's own exception in the log is the cause
     reported = [c for c in scores if c not in CONSEQUENCE and not (

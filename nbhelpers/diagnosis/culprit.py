@@ -17,7 +17,7 @@ from typing import Callable
 
 from nbhelpers.diagnosis.api import Failure, Rule, Verdict
 from nbhelpers.diagnosis.hang import rank_ranges
-from nbhelpers.diagnosis.tracebacks import Frame, Where, stack_frames, where_from
+from nbhelpers.diagnosis.tracebacks import RANK_PREFIX, Frame, Where, stack_frames, where_from
 
 __all__ = ["RankView", "Evidence", "RULES", "find_culprit", "named_ranks", "store_key_ranks", "torchrun_root_cause",
            "enclosing_rank_branch", "enclosing_block"]
@@ -35,9 +35,13 @@ UNREACHABLE = re.compile(
     re.I)
 KILLED_BEFORE_ESCALATION_S = 1.0
 SIZE_MISMATCH = re.compile(r"doesn't match expected size|collective mismatch", re.I)
+DTYPE_PAIRS = {2: "float32 on one rank and int64/float64 (or float16 and float32)",
+               4: "uint8/bool on one rank and float32 (or float16 and float64)", 8: "uint8/bool on one rank and int64/float64"}
+GLOO_SIZES = re.compile(r"op\.preamble\.length <= op\.nbytes\. (\d+) vs (\d+)")  # bytes received vs posted
 # DDP's constructor compares every rank's parameter shapes with rank 0's
 DDP_SHAPES = re.compile(r"appears not to match (?:sizes|strides) of the same param in process 0|"
                         r"DDP expects same model across all ranks")
+STOPPED = re.compile(r"KeyboardInterrupt|SystemExit|SignalException")  # what a stop itself raises
 EXIT_ABORT = re.compile(r"terminate called without an active exception")
 FATAL = re.compile(r"^(?:\[rank\d+\]:\s*)?Fatal Python error: ")  # faulthandler's dump follows (PYTHONFAULTHANDLER)
 OOM = re.compile(r"can't allocate memory|out of memory|std::bad_alloc|Cannot allocate memory|CUBLAS_STATUS_ALLOC_FAILED",
@@ -90,14 +94,26 @@ class RankView:
     def crashed(self) -> bool:
         """Died on its own: a non-zero exit nobody asked for.  A rank that was already dying of SIGKILL (it killed
         itself, or the OOM killer did) when torchrun's stop reached it still counts: the stop's own escalation to
-        SIGKILL comes only after a grace period (the launcher's ``grace``, torchrun's 30 s), never within a second."""
+        SIGKILL comes only after a grace period (the launcher's ``grace``, torchrun's 30 s), never within a second.
+        So does a rank stopped after its log had ended with an exception of its own (:meth:`raised_at_end`)."""
         rc, stop = self.record.get("returncode"), self.record.get("stop_signal")
         if rc in (0, None):
             return False
         if not stop:
             return True
         killed_at_once = self.record.get("end", 0) - self.record.get("stop_time", 0) < KILLED_BEFORE_ESCALATION_S
-        return self.record.get("signal") == "SIGKILL" and stop != "SIGKILL" and killed_at_once
+        return self.record.get("signal") == "SIGKILL" and stop != "SIGKILL" and killed_at_once or self.raised_at_end()
+
+    def raised_at_end(self) -> bool:
+        """The log ends with an exception of this rank's own (not a wait that timed out, not a lost peer, not the
+        stop itself): the rank was already dying of it when a stop reached it (torchrun stops the others as soon as
+        one rank exits, and a rank's own exit takes a while after its traceback is printed)."""
+        tb = self.traceback
+        if tb is None or _is_victim_error(tb.exception) or STOPPED.search(tb.exc_type or ""):
+            return False
+        ends = [RANK_PREFIX.sub("", ln).strip() for ln in self.tail(40) if ln.strip()]
+        at = next((i for i in range(len(ends) - 1, -1, -1) if ends[i].startswith(f"{tb.exc_type}:")), None)
+        return at is not None and len(ends) - at <= 12  # only the rest of its (multi-line) message after it
 
     def current_stage(self, by: float) -> str | None:
         """The stage this rank was in at ``by`` (its last event, if that one opened or failed a stage)."""
@@ -326,10 +342,16 @@ def size_mismatch(ev: Evidence) -> Verdict | None:
     if found is None:
         return None
     who, lines = found
+    sizes = GLOO_SIZES.search(" ".join(lines))
+    got, posted = (int(sizes.group(1)), int(sizes.group(2))) if sizes else (0, 0)
+    factor = got // posted if posted and got % posted == 0 else 0
+    dtype = (f" ({got} bytes received where {posted} were expected: a factor of {factor} is also what the same shape "
+             f"in another dtype sends, {DTYPE_PAIRS[factor]} on the other ranks, e.g. a tensor built from Python "
+             "numbers on a rank that had no data)") if factor in DTYPE_PAIRS else ""
     return ev.nobody(Rule.MISMATCH, f"{who} aborted (SIGABRT) on a collective whose size did "
-                     "not match its peers': gloo aborts the rank that received more than it expected, which is not "
-                     "necessarily the rank at fault; rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL to have every rank "
-                     "report the shapes", lines)
+                     f"not match its peers'{dtype}: gloo aborts the rank that received more than it expected, which "
+                     "is not necessarily the rank at fault; rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL to have every "
+                     "rank report the shapes", lines)
 
 
 def model_mismatch(ev: Evidence) -> Verdict | None:
@@ -416,7 +438,7 @@ def crashed(ev: Evidence) -> Verdict | None:
     if not ev.crashed_alone:
         return None
     v = min(ev.crashed_alone, key=lambda v: (v.record.get("signal") == "SIGABRT", v.record.get("end") or 0))
-    tb = v.traceback if not v.record.get("signal") else None
+    tb = v.traceback if not v.record.get("signal") or v.raised_at_end() else None
     if tb is not None:
         at = tb.describe()
         if OOM.search(tb.message) and tb.collective:
@@ -537,7 +559,8 @@ def late(ev: Evidence) -> Verdict | None:
 def unmatched(ev: Evidence) -> Verdict | None:
     """Needs: stage events and stack dumps.  Concludes: the first rank to fail waited in a collective
     inside a stage every other rank had finished: a collective only it calls (a broadcast inside ``if rank
-    == 0:`` checkpoint-loading code), whoever timed out first."""
+    == 0:`` checkpoint-loading code), whoever timed out first.  A collective mismatch, as when the ranks' calls
+    are read from their stacks (:func:`different_collectives`)."""
     if ev.first is None:
         return None
     others = [v for v in ev.views if v.rank != ev.first]
@@ -545,7 +568,7 @@ def unmatched(ev: Evidence) -> Verdict | None:
     if not why:
         return None
     return ev.blame(ev.first, Rule.UNMATCHED, why, [f"rank {ev.first}: {ev.by_rank[ev.first].error}"]
-                    + [f"rank {v.rank}: {v.error}" for v in others if v.error])
+                    + [f"rank {v.rank}: {v.error}" for v in others if v.error], Failure.COLLECTIVE_MISMATCH)
 
 
 def collective_in_lock(ev: Evidence) -> Verdict | None:

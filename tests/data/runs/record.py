@@ -83,6 +83,8 @@ RUNS = {
                           "a DataLoader worker of rank 1 fails to decompress a corrupt sample only rank 1 reads"),
     "user-same-checkpoint": (user("tabular_trainer", folder="tests/userscripts_heldout3"),
                              "both ranks resume from the same checkpoint, cut short by a pre-empted save"),
+    "user-dtype-mismatch": (user("lit_shards", folder="tests/userscripts_heldout3"),
+                            "rank 1 has no validation shard: its metric tensor is int64, rank 0's float32"),
 }
 TMP = Path(__import__("tempfile").mkdtemp(prefix="nbh-record-"))
 
