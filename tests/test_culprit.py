@@ -24,6 +24,7 @@ DECIDED_BY = {  # recorded run -> the rule that must decide it
     "mismatch": C.size_mismatch,
     "exit-abort": C.exit_without_destroy,
     "user-exit-segv": C.exit_without_destroy,   # aborted at exit, then faulthandler crashed: SIGSEGV (see its run.json)
+    "user-abort-after-destroy": C.exit_without_destroy,  # the healthy control, aborted in torch's teardown (loaded bench)
     "exit": C.crashed,
     "desync-crash-3-loaded": C.crashed,   # killed itself, stopped by torchrun while still dying (see its run.json)
     "never-join": C.named,
@@ -237,3 +238,13 @@ def test_a_rank_stopped_while_dying_of_its_own_error_counts_as_crashed():
     for name in ("stall", "user-loader-hang", "user-valueerror", "rank0-collective"):
         run, _ = evidence(name)
         assert not any(r.raised_at_end() for r in run.views if r.record.get("stop_signal")), name
+
+
+def test_an_abort_at_exit_says_whether_the_script_destroys_its_process_group():
+    # examples/faulty/train_simple.py never calls destroy_process_group(); train_ddp.py does, and still aborted once
+    ev, _ = evidence("user-exit-segv")
+    assert "never destroyed" in C.exit_without_destroy(ev).reason
+    ev, _ = evidence("user-abort-after-destroy")
+    assert ev.script() == "examples/faulty/train_ddp.py"
+    v = C.exit_without_destroy(ev)
+    assert "train_ddp.py does call destroy_process_group()" in v.reason and "never destroyed" not in v.reason

@@ -257,6 +257,11 @@ class Evidence:
         """Ranks that died on their own: not of a timeout, not of a lost peer."""
         return [v for v in self.views if v.crashed and not _is_victim_error(v.error) and not v.lost_peer()]
 
+    def script(self) -> str | None:
+        """The script the ranks ran (``python train.py``), as its path is written, when its source is at hand."""
+        return next((a[0] for v in self.views if (a := v.record.get("argv")) and a[0].endswith(".py")
+                     and a[0] in self.sources), None)
+
     def blame(self, culprit: int, kind: Rule, reason: str, evidence: list[str],
               failure: Failure | None = None) -> Verdict:
         """A verdict naming ``culprit``; every other rank is described as a victim."""
@@ -373,18 +378,26 @@ def exit_without_destroy(ev: Evidence) -> Verdict | None:
     """Needs: exit records and log tails.  Concludes: when the only ranks that died aborted (SIGABRT,
     "terminate called without an active exception", no Python error) while the interpreter shut down,
     the script never called ``destroy_process_group``: a process-group thread was torn down at exit, at
-    random (pytorch/pytorch#190489).  Nothing hung."""
+    random (pytorch/pytorch#190489).  Nothing hung.  When the script's source shows it does call it, torch's own
+    teardown aborted (rarer, and it happens with the call too): the reason says so instead."""
     crashed = ev.crashed_alone
     if not crashed or not all(v.exit_abort_line() for v in crashed):
         return None
     v = min(crashed, key=lambda v: v.record.get("end") or 0)
     many = len(crashed) > 1
+    script = ev.script()
+    if script and "destroy_process_group(" in ev.sources[script]:
+        why = (f"{script.rsplit('/', 1)[-1]} does call destroy_process_group(), so torch's own teardown aborted: a gloo "
+               "worker thread was still letting go of the last collective's tensors (or DDP's) while Python shut down. "
+               "Nothing hung and every step ran; drop those references first (del the DDP model, gc.collect()) and "
+               "put a dist.barrier() before destroy_process_group()")
+    else:
+        why = ("The process group was never destroyed, so its worker thread still held the last collective's tensors "
+               "at interpreter exit. Call dist.destroy_process_group() at the end of every rank; nothing hung")
     return ev.blame(v.rank, Rule.EXIT_WITHOUT_DESTROY, f"rank{'s' if many else ''} "
                     f"{', '.join(str(v.rank) for v in crashed)} aborted while Python shut down, after "
                     f"{'their' if many else 'its'} script had ended: 'terminate called without an active "
-                    "exception'. The process group was never destroyed, so its worker thread still held the last "
-                    "collective's tensors at interpreter exit. Call dist.destroy_process_group() at the end of "
-                    "every rank; nothing hung",
+                    f"exception'. {why}",
                     [f"rank {v.rank}: {_signal_text(v.record)}", f"rank {v.rank}: {v.exit_abort_line()}"])
 
 

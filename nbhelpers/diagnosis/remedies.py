@@ -147,7 +147,9 @@ REMEDIES: dict[Failure | Rule, tuple[str, ...]] = {
         "Nothing hung and no step failed: the rank aborted while Python shut down because the script never "
         "called dist.destroy_process_group(). Wait on async collectives (`work.wait()`), then call "
         "dist.destroy_process_group() at the end of every rank, in a `finally:`. A longer timeout or a "
-        "restart does not fix it; a restart may only pass by chance.",),
+        "restart does not fix it; a restart may only pass by chance.",
+        "If the script already calls it: dist.barrier(), then drop the DDP model and the last collective's tensors "
+        "(del them, gc.collect()) before destroy_process_group(); torch's teardown can still abort now and then.",),
     Rule.ERROR: (
         "That rank raised an error of its own; fix it and the rest follows.",),
     Rule.UNKNOWN: (

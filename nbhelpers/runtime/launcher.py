@@ -90,18 +90,21 @@ class LogTail:
 
 
 def read_sources(views: list[RankView], search: Sequence[str | os.PathLike] = ()) -> dict[str, str]:
-    """The user's source files that the ranks' tracebacks and stacks point at (path as written -> text), read
-    where they are, else by name from ``search`` folders (a run recorded elsewhere); 1 MB at most each."""
+    """The user's source files that the ranks' tracebacks and stacks point at, and the script they ran (path as
+    written -> text), read where they are, else by name from ``search`` folders (a run recorded elsewhere); 1 MB
+    at most each."""
     found: dict[str, str] = {}
     for v in views:
-        frames = [f for w in (v.where, v.traceback) if w for f in w.frames if not f.library]
-        for f in frames:
-            if f.file in found:
+        files = [f.file for w in (v.where, v.traceback) if w for f in w.frames if not f.library]
+        argv = v.record.get("argv") or []
+        files += [argv[0]] if argv and argv[0].endswith(".py") else []
+        for file in files:
+            if file in found:
                 continue
-            for cand in [Path(f.file), *(Path(d) / Path(f.file).name for d in search)]:
+            for cand in [Path(file), *(Path(d) / Path(file).name for d in search)]:
                 try:
                     if cand.is_file() and cand.stat().st_size < 1 << 20:
-                        found[f.file] = cand.read_text(errors="replace")
+                        found[file] = cand.read_text(errors="replace")
                         break
                 except OSError:
                     continue
