@@ -16,6 +16,7 @@ RUNS = Path(__file__).resolve().parent / "data" / "runs"
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "faulty"
 HELDOUT2 = Path(__file__).resolve().parent / "userscripts_heldout2"
 HELDOUT3 = Path(__file__).resolve().parent / "userscripts_heldout3"
+HELDOUT4 = Path(__file__).resolve().parent / "userscripts_heldout4"
 
 DECIDED_BY = {  # recorded run -> the rule that must decide it
     "healthy": C.passed,
@@ -50,6 +51,8 @@ DECIDED_BY = {  # recorded run -> the rule that must decide it
     "user-dtype-mismatch": C.size_mismatch,  # one rank's metric tensor int64, the other's float32 (third set)
     # rank 1 raised DDP's unused-parameter error and was stopped while still exiting; rank 0 had aborted first
     "user-stopped-dying": C.crashed,
+    "user-eval-ddp-rank0": C.different_collectives,  # the rank-0 branch is in the caller of the waiting method
+    "user-own-ports": C.unreachable,  # every rank still connecting to a store nobody hosts: no culprit
 }
 EXPECTED_FAILURE = {  # what each user-script run must be called, besides its culprit
     "user-valueerror": (1, "rank_error"), "user-oom-allgather": (1, "oom_in_collective"),
@@ -60,13 +63,14 @@ EXPECTED_FAILURE = {  # what each user-script run must be called, besides its cu
     "user-ddp-shapes": (None, "collective_mismatch"), "user-worker-error": (1, "rank_error"),
     "user-same-checkpoint": (None, "rank_error"),  # the run's category is the classifier's checkpoint_corrupt
     "user-stopped-dying": (1, "rank_error"),  # the run's category is the classifier's collective_mismatch
+    "user-eval-ddp-rank0": (0, "collective_mismatch"), "user-own-ports": (None, None),
 }
 
 
 def evidence(name: str) -> tuple[C.Evidence, dict]:
     views, torchrun_log = read_run_dir(RUNS / name)
     meta = json.loads((RUNS / name / "run.json").read_text())
-    return C.Evidence(views, meta["status"], None, torchrun_log, read_sources(views, [EXAMPLES, HELDOUT2, HELDOUT3])), meta
+    return C.Evidence(views, meta["status"], None, torchrun_log, read_sources(views, [EXAMPLES, HELDOUT2, HELDOUT3, HELDOUT4])), meta
 
 
 @pytest.mark.parametrize("name", sorted(DECIDED_BY))
@@ -248,3 +252,24 @@ def test_an_abort_at_exit_says_whether_the_script_destroys_its_process_group():
     assert ev.script() == "examples/faulty/train_ddp.py"
     v = C.exit_without_destroy(ev)
     assert "train_ddp.py does call destroy_process_group()" in v.reason and "never destroyed" not in v.reason
+
+
+def test_a_rank_condition_in_the_caller_names_the_rank_that_called():
+    # shapes_trainer.py: `if self.is_main: metrics = self.evaluate()` in fit(); evaluate() runs the DDP wrapper, whose
+    # forward broadcasts the BatchNorm buffers: rank 0 waits there, rank 1 in the epoch's barrier
+    ev, _ = evidence("user-eval-ddp-rank0")
+    assert ev.by_rank[0].where.user.func == "evaluate"
+    line, cond = ev.rank_condition(ev.by_rank[0])
+    assert cond == "if self.is_main" and ev.rank_condition(ev.by_rank[1]) is None
+    v = C.different_collectives(ev)
+    assert v.culprit == 0 and "DDP forward (buffer broadcast)" in v.reason and f"(line {line})" in v.reason
+
+
+def test_ranks_that_all_still_connect_to_a_store_nobody_hosts_name_no_rank():
+    # intent_clf.py: each rank picks its own free port for init_method=tcp://localhost:<port>
+    ev, _ = evidence("user-own-ports")
+    v = C.unreachable(ev)
+    assert v.culprit is None and "no rank reached the rendezvous store" in v.reason and "timed out" in v.evidence[0]
+    # a rank that cannot reach a store its peer does host is still named (probe: rank 1 dials a closed port)
+    ev, _ = evidence("wrong-port")
+    assert C.unreachable(ev).culprit == 1

@@ -283,11 +283,15 @@ class Evidence:
 
     def rank_condition(self, v: RankView) -> tuple[int, str] | None:
         """The ``if`` on the rank (``if rank == 0:``, ``if is_main_process():``) that encloses the line of the
-        user's code where ``v`` was, as (line, condition), when its source is at hand; an ``else:`` of such
-        an ``if`` counts too."""
-        frame = v.where.user if v.where else None
-        text = self.sources.get(frame.file) if frame else None
-        return enclosing_rank_branch(text, frame.line) if text else None
+        user's code where ``v`` was, or a call on the way there (``if self.is_main: self.evaluate()`` around the
+        method that waits), as (line, condition), when its source is at hand; an ``else:`` of such an ``if`` counts
+        too.  The innermost one wins."""
+        for frame in reversed(v.where.frames if v.where else []):
+            text = None if frame.library else self.sources.get(frame.file)
+            found = enclosing_rank_branch(text, frame.line) if text else None
+            if found:
+                return found
+        return None
 
 
 def passed(ev: Evidence) -> Verdict | None:
@@ -632,12 +636,21 @@ def furthest_behind(ev: Evidence) -> Verdict | None:
 
 
 def unreachable(ev: Evidence) -> Verdict | None:
-    """Needs: logs.  Concludes: a rank whose log says it could not connect (wrong port or address,
-    firewall, missing interface) is the one to look at."""
+    """Needs: logs, and tracebacks or stacks.  Concludes: a rank whose log says it could not connect (wrong port or
+    address, firewall, missing interface) is the one to look at; unless every rank was still connecting to the
+    store when the job ended: then none reached it (each was given another address or port, or nobody hosts it),
+    and the first to give up is not the culprit."""
     for v in ev.views:
         hits = v.unreachable_lines()
-        if hits:
-            return ev.blame(v.rank, Rule.UNREACHABLE, f"rank {v.rank} could not connect: {hits[0][:200]}", [])
+        if not hits:
+            continue
+        if len(ev.views) >= 2 and all(w and any(f.func == "_create_c10d_store" for f in w.frames)
+                                      for w in (u.where for u in ev.views)):
+            return ev.nobody(Rule.UNREACHABLE, f"no rank reached the rendezvous store: every rank was still "
+                             f"connecting to it when rank {v.rank} gave up ({hits[0][:200]}). They were given different "
+                             "addresses or ports (a script that sets its own MASTER_PORT or init_method overrides "
+                             "torchrun's), or the store's host never started", hits[:1])
+        return ev.blame(v.rank, Rule.UNREACHABLE, f"rank {v.rank} could not connect: {hits[0][:200]}", [])
     return None
 
 

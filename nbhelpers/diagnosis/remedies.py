@@ -128,8 +128,9 @@ REMEDIES: dict[Failure | Rule, tuple[str, ...]] = {
         "Read that rank's own log: its error, exit code or signal is the cause. SIGKILL usually means the "
         "OOM killer (check `dmesg`); SIGABRT/SIGSEGV a C++ failure. The other ranks' errors are consequences.",),
     Rule.UNREACHABLE: (
-        "That rank cannot reach the rendezvous store or a peer: check MASTER_ADDR/MASTER_PORT on every "
-        "rank, the firewall, and the interface (GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME); notebook 05.",),
+        "A rank that cannot reach the rendezvous store or a peer: check MASTER_ADDR/MASTER_PORT (and any "
+        "init_method or port the script sets itself: it overrides torchrun's) are the same on every rank, the "
+        "firewall, and the interface (GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME); notebook 05.",),
     Rule.UNMATCHED: (
         "That rank calls a collective the others never call, typically inside `if rank == 0:` (loading or "
         "saving a checkpoint, logging, evaluation). Every rank must call every collective in the same order: "

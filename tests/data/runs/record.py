@@ -85,6 +85,10 @@ RUNS = {
                              "both ranks resume from the same checkpoint, cut short by a pre-empted save"),
     "user-dtype-mismatch": (user("lit_shards", folder="tests/userscripts_heldout3"),
                             "rank 1 has no validation shard: its metric tensor is int64, rank 0's float32"),
+    "user-eval-ddp-rank0": (user("shapes_trainer", folder="tests/userscripts_heldout4"),
+                            "rank 0 validates through the DDP wrapper (a buffer broadcast) under `if self.is_main:`"),
+    "user-own-ports": (user("intent_clf", folder="tests/userscripts_heldout4"),
+                       "each rank picks its own free port for init_method=tcp://: nobody hosts a store they share"),
 }
 TMP = Path(__import__("tempfile").mkdtemp(prefix="nbh-record-"))
 
