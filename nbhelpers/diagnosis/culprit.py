@@ -275,23 +275,27 @@ class Evidence:
         return Verdict(None, kind, reason, evidence, {v.rank: _victim_reason(v, None) for v in self.views},
                        self.first, self.blamed, failure)
 
+    def _up_the_stack(self, v: RankView, find: Callable[[str, int], tuple[int, str] | None]) -> tuple[int, str] | None:
+        """``find(source, line)`` on ``v``'s line of user code, then on each call on the way there (the callers'
+        lines), innermost first, where their source is at hand: the first it finds."""
+        for frame in reversed(v.where.frames if v.where else []):
+            text = None if frame.library else self.sources.get(frame.file)
+            found = find(text, frame.line) if text else None
+            if found:
+                return found
+        return None
+
     def enclosing(self, v: RankView, header: re.Pattern) -> tuple[int, str] | None:
-        """The block header matching ``header`` that encloses ``v``'s line of user code, when its source is here."""
-        frame = v.where.user if v.where else None
-        text = self.sources.get(frame.file) if frame else None
-        return enclosing_block(text, frame.line, header) if text else None
+        """The block header matching ``header`` (``with cache_lock:``) that encloses ``v``'s line of user code, or a
+        call on the way there, as (line, header)."""
+        return self._up_the_stack(v, lambda text, line: enclosing_block(text, line, header))
 
     def rank_condition(self, v: RankView) -> tuple[int, str] | None:
         """The ``if`` on the rank (``if rank == 0:``, ``if is_main_process():``) that encloses the line of the
         user's code where ``v`` was, or a call on the way there (``if self.is_main: self.evaluate()`` around the
         method that waits), as (line, condition), when its source is at hand; an ``else:`` of such an ``if`` counts
-        too.  The innermost one wins."""
-        for frame in reversed(v.where.frames if v.where else []):
-            text = None if frame.library else self.sources.get(frame.file)
-            found = enclosing_rank_branch(text, frame.line) if text else None
-            if found:
-                return found
-        return None
+        too."""
+        return self._up_the_stack(v, enclosing_rank_branch)
 
 
 def passed(ev: Evidence) -> Verdict | None:
