@@ -53,6 +53,7 @@ DECIDED_BY = {  # recorded run -> the rule that must decide it
     "user-stopped-dying": C.crashed,
     "user-eval-ddp-rank0": C.different_collectives,  # the rank-0 branch is in the caller of the waiting method
     "user-own-ports": C.unreachable,  # every rank still connecting to a store nobody hosts: no culprit
+    "user-early-stop-local": C.different_collectives,  # rank 1 left the epoch loop on its own early stop
 }
 EXPECTED_FAILURE = {  # what each user-script run must be called, besides its culprit
     "user-valueerror": (1, "rank_error"), "user-oom-allgather": (1, "oom_in_collective"),
@@ -273,3 +274,16 @@ def test_ranks_that_all_still_connect_to_a_store_nobody_hosts_name_no_rank():
     # a rank that cannot reach a store its peer does host is still named (probe: rank 1 dials a closed port)
     ev, _ = evidence("wrong-port")
     assert C.unreachable(ev).culprit == 1
+
+
+def test_a_rank_past_a_loop_its_peer_is_still_in_is_said_so():
+    # sensor_defects.py: rank 1 reaches the target accuracy on its own validation slice and breaks out of the epoch
+    # loop; it waits in the final barrier while rank 0 trains on. Which of the two is "at fault" is a question of
+    # intent (an earlier set blames the rank with more batches in the same shape), so nobody is named, but the reason
+    # says what happened
+    ev, _ = evidence("user-early-stop-local")
+    v = C.different_collectives(ev)
+    assert v.culprit is None and "rank 1 was past the loop at line 109 (`for epoch in range(args.epochs)`)" in v.reason
+    source = ev.sources[ev.by_rank[0].where.user.file]
+    assert C.loop_left(source, 116, 145) == (109, "for epoch in range(args.epochs)")
+    assert C.loop_left(source, 145, 116) is None and C.loop_left(source, 116, 117) is None

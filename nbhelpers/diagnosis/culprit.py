@@ -275,6 +275,19 @@ class Evidence:
         return Verdict(None, kind, reason, evidence, {v.rank: _victim_reason(v, None) for v in self.views},
                        self.first, self.blamed, failure)
 
+    def left_loop(self, where: dict[int, Where]) -> tuple[int, int, int, str] | None:
+        """Of ranks waiting at two lines of one function, whether one had left a loop the other was still in:
+        (the rank inside, the rank past it, the loop's line, its header)."""
+        for a, wa in where.items():
+            for b, wb in where.items():
+                ua, ub = wa.user, wb.user
+                if a == b or not (ua and ub) or (ua.file, ua.func) != (ub.file, ub.func) or ua.file not in self.sources:
+                    continue
+                found = loop_left(self.sources[ua.file], ua.line, ub.line)
+                if found:
+                    return a, b, *found
+        return None
+
     def _up_the_stack(self, v: RankView, find: Callable[[str, int], tuple[int, str] | None]) -> tuple[int, str] | None:
         """``find(source, line)`` on ``v``'s line of user code, then on each call on the way there (the callers'
         lines), innermost first, where their source is at hand: the first it finds."""
@@ -534,9 +547,13 @@ def different_collectives(ev: Evidence) -> Verdict | None:
         return ev.blame(r, Rule.DIFFERENT_COLLECTIVES, f"the ranks waited in different collectives ({calls}); rank "
                         f"{r}'s call is inside `{cond}` (line {line}): a collective only some ranks call, or call in "
                         "another order", evidence + [f"rank {r}: line {line}: {cond}"], Failure.COLLECTIVE_MISMATCH)
+    left = ev.left_loop(where)
+    why = (f"; rank {left[1]} was past the loop at line {left[2]} (`{left[3]}`) that rank {left[0]} was still in: "
+           "they ran different numbers of iterations (a rank-local break or early stop, or uneven data). Agree on "
+           "stopping with an all_reduce of a flag, and give every rank the same number of batches") if left else \
+        ". Read each call site: every rank must call the same collectives in the same order"
     return ev.nobody(Rule.DIFFERENT_COLLECTIVES, f"the ranks waited in different collectives ({calls}): their calls "
-                     "do not pair up. Read each call site: every rank must call the same collectives in the same "
-                     "order", evidence, Failure.COLLECTIVE_MISMATCH)
+                     f"do not pair up{why}", evidence, Failure.COLLECTIVE_MISMATCH)
 
 
 def named(ev: Evidence) -> Verdict | None:
@@ -832,6 +849,33 @@ def _enclosing(source: str, line: int, accept: Callable[[list[str], int], str | 
         if text.lstrip().startswith(("def ", "class ", "async def ")):
             return None
     return None
+
+
+LOOP = re.compile(r"^\s*(?:async\s+)?(?:for|while)\b.*:\s*(#.*)?$")
+
+
+def loop_left(source: str, inside: int, after: int) -> tuple[int, str] | None:
+    """The outermost ``for``/``while`` loop that encloses line ``inside`` of ``source`` and that line ``after`` comes
+    after (past its end, in the same function): one rank still in the loop, the other already out of it. As (the
+    loop's line, its header)."""
+    lines = source.splitlines()
+    if not (0 < inside <= len(lines) and 0 < after <= len(lines)):
+        return None
+    found, indent = None, len(lines[inside - 1]) - len(lines[inside - 1].lstrip())
+    for i in range(inside - 2, -1, -1):
+        text = lines[i]
+        ind = len(text) - len(text.lstrip())
+        if not text.strip() or text.lstrip().startswith("#") or ind >= indent:
+            continue
+        indent = ind
+        if text.lstrip().startswith(("def ", "class ", "async def ")):
+            break
+        if LOOP.match(text):
+            end = next((j for j in range(i + 1, len(lines)) if lines[j].strip() and not lines[j].lstrip().startswith("#")
+                        and len(lines[j]) - len(lines[j].lstrip()) <= ind), len(lines))
+            if after > end:  # 1-based ``after`` past the loop's last line (0-based ``end`` is the first line after it)
+                found = (i + 1, text.strip().rstrip(":"))
+    return found
 
 
 def enclosing_block(source: str, line: int, header: re.Pattern) -> tuple[int, str] | None:

@@ -89,6 +89,8 @@ RUNS = {
                             "rank 0 validates through the DDP wrapper (a buffer broadcast) under `if self.is_main:`"),
     "user-own-ports": (user("intent_clf", folder="tests/userscripts_heldout4"),
                        "each rank picks its own free port for init_method=tcp://: nobody hosts a store they share"),
+    "user-early-stop-local": (user("sensor_defects", folder="tests/userscripts_heldout4"),
+                              "rank 1 reaches its own target accuracy, breaks out of the epoch loop, waits at the end"),
 }
 TMP = Path(__import__("tempfile").mkdtemp(prefix="nbh-record-"))
 
