@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable
+from typing import Callable, Iterator
 
 from nbhelpers.diagnosis.api import Failure, Rule, Verdict
 from nbhelpers.diagnosis.hang import rank_ranges
@@ -830,12 +830,11 @@ def _short(text: str, n: int = 160) -> str:
     return text if len(text) <= n else text[:n - 1] + "…"
 
 
-def _enclosing(source: str, line: int, accept: Callable[[list[str], int], str | None]) -> tuple[int, str] | None:
-    """Walk the blocks that enclose ``line`` (1-based) of ``source``, innermost first, up to the enclosing
-    ``def``; the first header for which ``accept(lines, index)`` gives a text is returned as (its line, text)."""
-    lines = source.splitlines()
+def _headers(lines: list[str], line: int) -> Iterator[int]:
+    """The 0-based indexes of the block headers that enclose ``line`` (1-based), innermost first, up to and with the
+    enclosing ``def``/``class``."""
     if not 0 < line <= len(lines):
-        return None
+        return
     indent = len(lines[line - 1]) - len(lines[line - 1].lstrip())
     for i in range(line - 2, -1, -1):
         text = lines[i]
@@ -843,12 +842,16 @@ def _enclosing(source: str, line: int, accept: Callable[[list[str], int], str | 
         if not text.strip() or text.lstrip().startswith("#") or ind >= indent:
             continue
         indent = ind
-        found = accept(lines, i)
-        if found:
-            return i + 1, found
+        yield i
         if text.lstrip().startswith(("def ", "class ", "async def ")):
-            return None
-    return None
+            return
+
+
+def _enclosing(source: str, line: int, accept: Callable[[list[str], int], str | None]) -> tuple[int, str] | None:
+    """Walk the blocks that enclose ``line`` (1-based) of ``source``, innermost first, up to the enclosing
+    ``def``; the first header for which ``accept(lines, index)`` gives a text is returned as (its line, text)."""
+    lines = source.splitlines()
+    return next(((i + 1, found) for i in _headers(lines, line) if (found := accept(lines, i))), None)
 
 
 LOOP = re.compile(r"^\s*(?:async\s+)?(?:for|while)\b.*:\s*(#.*)?$")
@@ -859,22 +862,14 @@ def loop_left(source: str, inside: int, after: int) -> tuple[int, str] | None:
     after (past its end, in the same function): one rank still in the loop, the other already out of it. As (the
     loop's line, its header)."""
     lines = source.splitlines()
-    if not (0 < inside <= len(lines) and 0 < after <= len(lines)):
-        return None
-    found, indent = None, len(lines[inside - 1]) - len(lines[inside - 1].lstrip())
-    for i in range(inside - 2, -1, -1):
-        text = lines[i]
-        ind = len(text) - len(text.lstrip())
-        if not text.strip() or text.lstrip().startswith("#") or ind >= indent:
-            continue
-        indent = ind
-        if text.lstrip().startswith(("def ", "class ", "async def ")):
-            break
-        if LOOP.match(text):
+    found = None
+    for i in _headers(lines, inside) if 0 < after <= len(lines) else ():
+        if LOOP.match(lines[i]):
+            ind = len(lines[i]) - len(lines[i].lstrip())
             end = next((j for j in range(i + 1, len(lines)) if lines[j].strip() and not lines[j].lstrip().startswith("#")
                         and len(lines[j]) - len(lines[j].lstrip()) <= ind), len(lines))
             if after > end:  # 1-based ``after`` past the loop's last line (0-based ``end`` is the first line after it)
-                found = (i + 1, text.strip().rstrip(":"))
+                found = (i + 1, lines[i].strip().rstrip(":"))
     return found
 
 
