@@ -17,6 +17,7 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "faulty"
 HELDOUT2 = Path(__file__).resolve().parent / "userscripts_heldout2"
 HELDOUT3 = Path(__file__).resolve().parent / "userscripts_heldout3"
 HELDOUT4 = Path(__file__).resolve().parent / "userscripts_heldout4"
+HELDOUT5 = Path(__file__).resolve().parent / "userscripts_heldout5"
 
 DECIDED_BY = {  # recorded run -> the rule that must decide it
     "healthy": C.passed,
@@ -54,6 +55,7 @@ DECIDED_BY = {  # recorded run -> the rule that must decide it
     "user-eval-ddp-rank0": C.different_collectives,  # the rank-0 branch is in the caller of the waiting method
     "user-own-ports": C.unreachable,  # every rank still connecting to a store nobody hosts: no culprit
     "user-early-stop-local": C.different_collectives,  # rank 1 left the epoch loop on its own early stop
+    "user-stopiteration": C.crashed,  # a bare StopIteration (no message): rank 1's shards ran out (fifth set)
 }
 EXPECTED_FAILURE = {  # what each user-script run must be called, besides its culprit
     "user-valueerror": (1, "rank_error"), "user-oom-allgather": (1, "oom_in_collective"),
@@ -65,13 +67,14 @@ EXPECTED_FAILURE = {  # what each user-script run must be called, besides its cu
     "user-same-checkpoint": (None, "rank_error"),  # the run's category is the classifier's checkpoint_corrupt
     "user-stopped-dying": (1, "rank_error"),  # the run's category is the classifier's collective_mismatch
     "user-eval-ddp-rank0": (0, "collective_mismatch"), "user-own-ports": (None, None),
+    "user-stopiteration": (1, "rank_error"),
 }
 
 
 def evidence(name: str) -> tuple[C.Evidence, dict]:
     views, torchrun_log = read_run_dir(RUNS / name)
     meta = json.loads((RUNS / name / "run.json").read_text())
-    return C.Evidence(views, meta["status"], None, torchrun_log, read_sources(views, [EXAMPLES, HELDOUT2, HELDOUT3, HELDOUT4])), meta
+    return C.Evidence(views, meta["status"], None, torchrun_log, read_sources(views, [EXAMPLES, HELDOUT2, HELDOUT3, HELDOUT4, HELDOUT5])), meta
 
 
 @pytest.mark.parametrize("name", sorted(DECIDED_BY))
@@ -287,3 +290,11 @@ def test_a_rank_past_a_loop_its_peer_is_still_in_is_said_so():
     source = ev.sources[ev.by_rank[0].where.user.file]
     assert C.loop_left(source, 116, 145) == (109, "for epoch in range(args.epochs)")
     assert C.loop_left(source, 145, 116) is None and C.loop_left(source, 116, 117) is None
+
+
+def test_a_bare_stopiteration_is_the_ranks_own_error():
+    # stream_lm.py: rank 1's next(data_iter) raises StopIteration with no message; read as "exited with code 1" it
+    # had made the run a killed rank
+    ev, _ = evidence("user-stopiteration")
+    v = C.crashed(ev)
+    assert v.culprit == 1 and v.failure.value == "rank_error" and "raised StopIteration at stream_lm.py:127" in v.reason

@@ -1568,8 +1568,8 @@ HINT_NEEDLE_WHY = {  # a rule whose lines mean something else than its category'
 }
 HINT_WHY = {
     "network_interface": "NCCL or Gloo picked an address other hosts may not reach (loopback, a container bridge or "
-                         "veth, a link-local address: IPv6 fe80:: or 169.254.x.x). Harmless when every rank is on this host; if ranks "
-                         "on several hosts hang or fail at start-up, this is the first thing to fix.",
+                         "veth, a link-local address: IPv6 fe80:: or 169.254.x.x). Harmless when every rank is on "
+                         "this host; if ranks on several hosts hang or fail at start-up, this is the first thing to fix.",
     "rendezvous_timeout": "Ranks were still waiting for their peers to join. Normal for a while at start-up; if it "
                           "repeats until a timeout, a rank never joined.",
     "infiniband": "NCCL's InfiniBand transport returned an error code here; the error line itself is not in this "

@@ -20,7 +20,7 @@ from nbhelpers.diagnosis.hang import rank_ranges
 from nbhelpers.diagnosis.tracebacks import RANK_PREFIX, Frame, Where, stack_frames, where_from
 
 __all__ = ["RankView", "Evidence", "RULES", "find_culprit", "named_ranks", "store_key_ranks", "torchrun_root_cause",
-           "enclosing_rank_branch", "enclosing_block"]
+           "enclosing_rank_branch", "enclosing_block", "loop_left"]
 
 WAITING = re.compile(
     r"Timed out waiting \d+ ?ms for (recv|send)|wait timeout after|waiting for clients|clients joined|"
@@ -36,7 +36,8 @@ UNREACHABLE = re.compile(
 KILLED_BEFORE_ESCALATION_S = 1.0
 SIZE_MISMATCH = re.compile(r"doesn't match expected size|collective mismatch", re.I)
 DTYPE_PAIRS = {2: "float32 on one rank and int64/float64 (or float16 and float32)",
-               4: "uint8/bool on one rank and float32 (or float16 and float64)", 8: "uint8/bool on one rank and int64/float64"}
+               4: "uint8/bool on one rank and float32 (or float16 and float64)",
+               8: "uint8/bool on one rank and int64/float64"}
 GLOO_SIZES = re.compile(r"op\.preamble\.length <= op\.nbytes\. (\d+) vs (\d+)")  # bytes received vs posted
 # DDP's constructor compares every rank's parameter shapes with rank 0's
 DDP_SHAPES = re.compile(r"appears not to match (?:sizes|strides) of the same param in process 0|"
@@ -52,7 +53,8 @@ RANK_CONDITION = re.compile(r"^\s*(if|elif)\b(.*(?:\brank\b|_rank\b|get_rank\(|i
                             r"is_rank_zero|rank_zero|is_global_zero|is_local_main|local_main).*):\s*(#.*)?$")
 STORE_KEYS = re.compile(r"wait timeout after \d+ ?ms, keys: (\S+)")
 MONITORED = re.compile(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier")
-EXCEPTION_LINE = re.compile(r"^(?:\[rank\d+\]:\s*)*((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt)\b:?.*)$")
+EXCEPTION_LINE = re.compile(r"^(?:\[rank\d+\]:\s*)*((?:[A-Za-z_][\w.]*\.)?(?:[A-Z]\w*(?:Error|Exception|Interrupt)|"
+                            r"Stop(?:Async)?Iteration)\b:?.*)$")
 
 
 @dataclass
@@ -148,9 +150,11 @@ class RankView:
 
     @property
     def traceback(self) -> Where | None:
-        """The exception this rank raised (its log's last Python traceback), or None."""
-        w = where_from(self.log)
-        return w if w is not None and w.exc_type else None
+        """The exception this rank raised (its log's last Python traceback), or None (read once)."""
+        if not hasattr(self, "_traceback"):
+            w = where_from(self.log)
+            self._traceback = w if w is not None and w.exc_type else None
+        return self._traceback
 
     def progress_line(self) -> str | None:
         """The last line this rank logged about its steps, epochs or batches (a script's own progress)."""
@@ -275,7 +279,7 @@ class Evidence:
         return Verdict(None, kind, reason, evidence, {v.rank: _victim_reason(v, None) for v in self.views},
                        self.first, self.blamed, failure)
 
-    def left_loop(self, where: dict[int, Where]) -> tuple[int, int, int, str] | None:
+    def past_loop(self, where: dict[int, Where]) -> tuple[int, int, int, str] | None:
         """Of ranks waiting at two lines of one function, whether one had left a loop the other was still in:
         (the rank inside, the rank past it, the loop's line, its header)."""
         for a, wa in where.items():
@@ -547,10 +551,11 @@ def different_collectives(ev: Evidence) -> Verdict | None:
         return ev.blame(r, Rule.DIFFERENT_COLLECTIVES, f"the ranks waited in different collectives ({calls}); rank "
                         f"{r}'s call is inside `{cond}` (line {line}): a collective only some ranks call, or call in "
                         "another order", evidence + [f"rank {r}: line {line}: {cond}"], Failure.COLLECTIVE_MISMATCH)
-    left = ev.left_loop(where)
+    left = ev.past_loop(where)
     why = (f"; rank {left[1]} was past the loop at line {left[2]} (`{left[3]}`) that rank {left[0]} was still in: "
-           "they ran different numbers of iterations (a rank-local break or early stop, or uneven data). Agree on "
-           "stopping with an all_reduce of a flag, and give every rank the same number of batches") if left else \
+           "they ran different numbers of iterations (a rank-local break or early stop, another start epoch on "
+           "resume, uneven data). Make every rank run the same iterations: the same start on resume, the same number "
+           "of batches, and a stop decided together (an all_reduce of a flag)") if left else \
         ". Read each call site: every rank must call the same collectives in the same order"
     return ev.nobody(Rule.DIFFERENT_COLLECTIVES, f"the ranks waited in different collectives ({calls}): their calls "
                      f"do not pair up{why}", evidence, Failure.COLLECTIVE_MISMATCH)

@@ -22,7 +22,7 @@ SPY_FRAME = re.compile(r"^\s{4}(\S.*?) \((.+?):(\d+)\)\s*$")
 SPY_THREAD = re.compile(r'^Thread (?:0x)?[0-9A-Fa-f]+ \(([\w+ ]+)\): "([^"]+)"')  # (idle), (active), (active+gil)
 # the exception line closing a traceback: "ValueError: ...", "torch.distributed.DistBackendError: ...", and the C
 # extension modules' lower-case ones ("zlib.error: ...", "struct.error", "socket.timeout", "lzma.LZMAError")
-EXC_LINE = re.compile(r"^((?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Timeout)|"
+EXC_LINE = re.compile(r"^((?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Timeout)|Stop(?:Async)?Iteration|"
                       r"(?:[A-Za-z_]\w*\.)+(?:error|timeout|herror|gaierror))(?::\s?(.*))?$")
 LIBRARY = re.compile(r"(site-packages|dist-packages)/|/lib/python3\.\d+/|^<frozen |^<string>|/nbhelpers/runtime/")
 THIRD_PARTY = {"torch", "numpy", "transformers", "accelerate", "lightning", "pytorch_lightning", "deepspeed", "tqdm",
@@ -79,7 +79,7 @@ class Where:
 
     @property
     def exception(self) -> str:
-        return f"{self.exc_type}: {self.message}".strip() if self.exc_type else ""
+        return (f"{self.exc_type}: {self.message}".strip() if self.message else self.exc_type) if self.exc_type else ""
 
     def describe(self) -> str:
         """``all_reduce at train.py:45 in train`` / ``at loader.py:12 in read``: short (the file's name, not its

@@ -91,6 +91,8 @@ RUNS = {
                        "each rank picks its own free port for init_method=tcp://: nobody hosts a store they share"),
     "user-early-stop-local": (user("sensor_defects", folder="tests/userscripts_heldout4"),
                               "rank 1 reaches its own target accuracy, breaks out of the epoch loop, waits at the end"),
+    "user-stopiteration": (user("stream_lm", folder="tests/userscripts_heldout5"),
+                           "rank 1's shards run out before the steps computed from the whole manifest: StopIteration"),
 }
 TMP = Path(__import__("tempfile").mkdtemp(prefix="nbh-record-"))
 
