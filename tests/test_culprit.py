@@ -298,3 +298,4 @@ def test_a_bare_stopiteration_is_the_ranks_own_error():
     ev, _ = evidence("user-stopiteration")
     v = C.crashed(ev)
     assert v.culprit == 1 and v.failure.value == "rank_error" and "raised StopIteration at stream_lm.py:127" in v.reason
+    assert ev.by_rank[1].raised_at_end()  # its log ends with the bare exception line (no ": message")

@@ -114,7 +114,8 @@ class RankView:
         if tb is None or _is_victim_error(tb.exception) or STOPPED.search(tb.exc_type or ""):
             return False
         ends = [RANK_PREFIX.sub("", ln).strip() for ln in self.tail(40) if ln.strip()]
-        at = next((i for i in range(len(ends) - 1, -1, -1) if ends[i].startswith(f"{tb.exc_type}:")), None)
+        at = next((i for i in range(len(ends) - 1, -1, -1)
+                   if ends[i] == tb.exc_type or ends[i].startswith(f"{tb.exc_type}:")), None)
         return at is not None and len(ends) - at <= 12  # only the rest of its (multi-line) message after it
 
     def current_stage(self, by: float) -> str | None:

@@ -266,8 +266,8 @@ class RunResult:
             head += f"Culprit: {who}. {html.escape(v.reason)}."
             if self.culprit_named_s is not None:
                 head += f" Named {self.culprit_named_s:.1f} s after launch."
-            if v.torchrun_note():
-                head += f" ({html.escape(v.torchrun_note())}.)"
+            if note := v.torchrun_note():
+                head += f" ({html.escape(note)}.)"
         head += "</p>"
         if self.hang:
             h = self.hang

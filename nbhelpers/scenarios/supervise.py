@@ -88,8 +88,8 @@ def verdict_text(res: RunResult, script: str | None = None) -> str:
         h = d["hang"]
         lines.append(f"hang:     named live {h['after_divergence_s']:.1f} s after the ranks diverged: "
                      + ("no single rank" if h["culprit"] is None else f"rank {h['culprit']} at {h['where']}"))
-    if res.verdict.torchrun_note():
-        lines.append(f"          ({res.verdict.torchrun_note()})")
+    if note := res.verdict.torchrun_note():
+        lines.append(f"          ({note})")
     lines.append("evidence:")
     lines += [f"  {e}" for e in (d["evidence_lines"] + d["evidence"])[:6]]
     if d["remedies"]:
