@@ -56,6 +56,10 @@ DECIDED_BY = {  # recorded run -> the rule that must decide it
     "user-own-ports": C.unreachable,  # every rank still connecting to a store nobody hosts: no culprit
     "user-early-stop-local": C.different_collectives,  # rank 1 left the epoch loop on its own early stop
     "user-stopiteration": C.crashed,  # a bare StopIteration (no message): rank 1's shards ran out (fifth set)
+    # the ranks disagreed, and one rank's own log says it took a path of its own (Evidence.odd_one_out)
+    "user-swallowed-error": C.size_mismatch,      # "skipping batch at step 6 (IndexError: ...)" on rank 1 only
+    "user-resume-fallback": C.different_collectives,  # "... but found no rng_state_rank0.pt; epoch counter starts at 0"
+    "user-nan-break": C.size_mismatch,            # "[rank 1] non-finite loss at epoch 0 step 10, stopping training"
 }
 EXPECTED_FAILURE = {  # what each user-script run must be called, besides its culprit
     "user-valueerror": (1, "rank_error"), "user-oom-allgather": (1, "oom_in_collective"),
@@ -68,6 +72,8 @@ EXPECTED_FAILURE = {  # what each user-script run must be called, besides its cu
     "user-stopped-dying": (1, "rank_error"),  # the run's category is the classifier's collective_mismatch
     "user-eval-ddp-rank0": (0, "collective_mismatch"), "user-own-ports": (None, None),
     "user-stopiteration": (1, "rank_error"),
+    "user-early-stop-local": (1, "collective_mismatch"), "user-swallowed-error": (1, None),
+    "user-resume-fallback": (0, "collective_mismatch"), "user-nan-break": (1, None),  # None: the classifier names it
 }
 
 
@@ -282,11 +288,12 @@ def test_ranks_that_all_still_connect_to_a_store_nobody_hosts_name_no_rank():
 def test_a_rank_past_a_loop_its_peer_is_still_in_is_said_so():
     # sensor_defects.py: rank 1 reaches the target accuracy on its own validation slice and breaks out of the epoch
     # loop; it waits in the final barrier while rank 0 trains on. Which of the two is "at fault" is a question of
-    # intent (an earlier set blames the rank with more batches in the same shape), so nobody is named, but the reason
-    # says what happened
+    # intent (an earlier set blames the rank with more batches in the same shape): the loop alone names nobody, but the
+    # reason says what happened, and rank 1's own log line about stopping early (rank 0 logged none) names rank 1
     ev, _ = evidence("user-early-stop-local")
     v = C.different_collectives(ev)
-    assert v.culprit is None and "rank 1 was past the loop at line 109 (`for epoch in range(args.epochs)`)" in v.reason
+    assert "rank 1 was past the loop at line 109 (`for epoch in range(args.epochs)`)" in v.reason
+    assert v.culprit == 1 and ev.odd_one_out == (1, "[rank 1] val_acc 0.935 >= target 0.9, stopping early"), v
     source = ev.sources[ev.by_rank[0].where.user.file]
     assert C.loop_left(source, 116, 145) == (109, "for epoch in range(args.epochs)")
     assert C.loop_left(source, 145, 116) is None and C.loop_left(source, 116, 117) is None
@@ -299,3 +306,28 @@ def test_a_bare_stopiteration_is_the_ranks_own_error():
     v = C.crashed(ev)
     assert v.culprit == 1 and v.failure.value == "rank_error" and "raised StopIteration at stream_lm.py:127" in v.reason
     assert ev.by_rank[1].raised_at_end()  # its log ends with the bare exception line (no ": message")
+
+
+@pytest.mark.parametrize("name, odd", [
+    ("user-swallowed-error", (1, "skipping batch at step 6 (IndexError: index out of range in self)")),
+    ("user-nan-break", (1, "[rank 1] non-finite loss at epoch 0 step 10, stopping training")),
+    ("user-resume-fallback", (0, "but found no rng_state_rank0.pt; epoch counter starts at 0")),
+    # rank 1 logged nothing of its own: a script that logs on rank 0 only gives nothing to compare with
+    ("user-dtype-mismatch", None),
+    # each rank logs its own epochs and losses (other numbers, other rank names): nothing set apart
+    ("user-abort-after-destroy", None),
+    # both ranks print the same C++ stack of a store timeout: no script line, and the same on both
+    ("user-own-ports", None),
+])
+def test_the_one_rank_whose_log_says_it_took_its_own_path(name, odd):
+    ev, _ = evidence(name)
+    found = ev.odd_one_out
+    assert (found is None) if odd is None else (found[0] == odd[0] and found[1].endswith(odd[1])), found
+
+
+def test_a_ranks_own_lines_end_where_its_failure_begins():
+    ev, _ = evidence("wrong-port")
+    lines = ev.by_rank[1].own_lines()
+    assert lines[-1] == "[vm:1] fault: MASTER_PORT 33801 -> 45875 (nothing listens there)", lines  # C++ stack left out
+    ev, _ = evidence("user-resume-fallback")
+    assert not any("Warning" in ln or "sched.step()" in ln for v in ev.views for ln in v.own_lines())  # warnings module

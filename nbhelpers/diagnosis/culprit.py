@@ -53,6 +53,13 @@ RANK_CONDITION = re.compile(r"^\s*(if|elif)\b(.*(?:\brank\b|_rank\b|get_rank\(|i
                             r"is_rank_zero|rank_zero|is_global_zero|is_local_main|local_main).*):\s*(#.*)?$")
 STORE_KEYS = re.compile(r"wait timeout after \d+ ?ms, keys: (\S+)")
 MONITORED = re.compile(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier")
+# A line a script logs when it takes a path of its own: it skipped, stopped, fell back, found something missing.
+ASIDE = re.compile(r"\b(?:warn(?:ing)?|skip(?:s|ping|ped)?|stop(?:s|ping|ped)?|early[ -]stop\w*|fall(?:s|ing)? ?back|"
+                   r"fallback|found no|no \w+ found|not found|missing|non-finite|nan|inf|ignor(?:e|es|ed|ing)|"
+                   r"could not|couldn't|cannot|can't|failed|error|exception|empty|no data|giving up|retry(?:ing)?)\b",
+                   re.I)
+CHATTER = re.compile(r"^\S+:\d+: \w*Warning: |^\[[WIE]\d* |^[WIE]\d{4} |\bNCCL (?:INFO|WARN)\b|^Traceback |"
+                     r"^terminate called|^\s|^Fatal Python error|^Thread 0x|^Extension modules|^Current thread")
 EXCEPTION_LINE = re.compile(r"^(?:\[rank\d+\]:\s*)*((?:[A-Za-z_][\w.]*\.)?(?:[A-Z]\w*(?:Error|Exception|Interrupt)|"
                             r"Stop(?:Async)?Iteration)\b:?.*)$")
 
@@ -180,6 +187,19 @@ class RankView:
             return None
         return next((ln.strip() for ln in tail if EXIT_ABORT.search(ln)), None)
 
+    def own_lines(self) -> list[str]:
+        """What the script itself logged before anything failed: its lines up to the first traceback, abort or
+        faulthandler dump, without Python's warnings, torch's C++ log lines and NCCL's."""
+        out = []
+        for line in self.log.splitlines():
+            bare = RANK_PREFIX.sub("", line).rstrip()
+            if bare.startswith(("Traceback ", "terminate called", "Fatal Python error", "Exception raised from")) \
+                    or EXCEPTION_LINE.match(bare):
+                break
+            if bare and not CHATTER.search(bare) and not bare.lstrip().startswith(("File ", "warnings.warn")):
+                out.append(bare.strip())
+        return out
+
     def unreachable_lines(self) -> list[str]:
         return [ln.strip()[:300] for ln in self.log.splitlines() if UNREACHABLE.search(ln)]
 
@@ -261,6 +281,36 @@ class Evidence:
     def crashed_alone(self) -> list[RankView]:
         """Ranks that died on their own: not of a timeout, not of a lost peer."""
         return [v for v in self.views if v.crashed and not _is_victim_error(v.error) and not v.lost_peer()]
+
+    @cached_property
+    def odd_one_out(self) -> tuple[int, str] | None:
+        """The one rank whose script logged, before anything failed, that it took a path of its own ("skipping batch
+        (IndexError ...)", "non-finite loss, stopping training", "found no rng_state_rank0.pt; starting at epoch 0"),
+        a line no other rank logged: (rank, its first such line).  None when no rank or more than one did, or when
+        another rank logged nothing of its own to compare with (a script that logs on rank 0 only)."""
+        def norm(line: str) -> str:
+            return re.sub(r"\d+", "0", re.sub(r"\brank\s*\d+|\brank\d+", "rank", line.lower()))
+
+        own = {v.rank: v.own_lines() for v in self.views}
+        if len(own) < 2 or not all(own.values()):
+            return None
+        found = {}
+        for r, lines in own.items():
+            theirs = {norm(ln) for q, other in own.items() if q != r for ln in other}
+            aside = [ln for ln in lines if ASIDE.search(ln) and norm(ln) not in theirs]
+            if aside:
+                found[r] = aside[0][:300]
+        return next(iter(found.items())) if len(found) == 1 else None
+
+    def blame_odd_one(self, verdict: Verdict) -> Verdict:
+        """``verdict``, which names nobody among ranks that disagreed, naming the rank whose own log says it took
+        a path of its own (:attr:`odd_one_out`) when there is one."""
+        if self.odd_one_out is None:
+            return verdict
+        r, line = self.odd_one_out
+        return self.blame(r, verdict.kind, f"{verdict.reason}. Rank {r} alone had logged `{line}` before: it took a "
+                          "path its peers did not, the likeliest reason their calls disagree",
+                          verdict.evidence + [f"rank {r}: {line}"], verdict.failure)
 
     def script(self) -> str | None:
         """The script the ranks ran (``python train.py``), as its path is written, when its source is at hand."""
@@ -379,10 +429,10 @@ def size_mismatch(ev: Evidence) -> Verdict | None:
     dtype = (f" ({got} bytes received where {posted} were expected: a factor of {factor} is also what the same shape "
              f"in another dtype sends, {DTYPE_PAIRS[factor]} on the other ranks, e.g. a tensor built from Python "
              "numbers on a rank that had no data)") if factor in DTYPE_PAIRS else ""
-    return ev.nobody(Rule.MISMATCH, f"{who} aborted (SIGABRT) on a collective whose size did "
+    return ev.blame_odd_one(ev.nobody(Rule.MISMATCH, f"{who} aborted (SIGABRT) on a collective whose size did "
                      f"not match its peers'{dtype}: gloo aborts the rank that received more than it expected, which "
                      "is not necessarily the rank at fault; rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL to have every "
-                     "rank report the shapes", lines)
+                     "rank report the shapes", lines))
 
 
 def model_mismatch(ev: Evidence) -> Verdict | None:
@@ -558,8 +608,9 @@ def different_collectives(ev: Evidence) -> Verdict | None:
            "resume, uneven data). Make every rank run the same iterations: the same start on resume, the same number "
            "of batches, and a stop decided together (an all_reduce of a flag)") if left else \
         ". Read each call site: every rank must call the same collectives in the same order"
-    return ev.nobody(Rule.DIFFERENT_COLLECTIVES, f"the ranks waited in different collectives ({calls}): their calls "
-                     f"do not pair up{why}", evidence, Failure.COLLECTIVE_MISMATCH)
+    return ev.blame_odd_one(ev.nobody(Rule.DIFFERENT_COLLECTIVES, f"the ranks waited in different collectives "
+                                      f"({calls}): their calls do not pair up{why}", evidence,
+                                      Failure.COLLECTIVE_MISMATCH))
 
 
 def named(ev: Evidence) -> Verdict | None:
@@ -806,8 +857,9 @@ def _stack_line(v: RankView) -> str:
 
 
 def _where_text(v: RankView) -> str | None:
-    """The culprit's position for the verdict: ``file:line in func``, with the source line when known."""
-    w = v.where
+    """The culprit's position for the verdict: ``file:line in func``, with the source line when known (for a rank
+    that died of a signal, from faulthandler's dump of its stack)."""
+    w = v.where if v.where and v.where.user else _fatal_where(v)
     return str(w.user) if w and w.user else None
 
 

@@ -93,6 +93,12 @@ RUNS = {
                               "rank 1 reaches its own target accuracy, breaks out of the epoch loop, waits at the end"),
     "user-stopiteration": (user("stream_lm", folder="tests/userscripts_heldout5"),
                            "rank 1's shards run out before the steps computed from the whole manifest: StopIteration"),
+    "user-swallowed-error": (user("lit_ema", folder="tests/userscripts_heldout5"),
+                             "rank 1 swallows an IndexError and skips a backward: gloo aborts on the sizes"),
+    "user-resume-fallback": (user("resume_ema_lit", folder="tests/userscripts_heldout5"),
+                             "rank 0 finds no rng state of its own and restarts at epoch 0; rank 1 resumes at epoch 4"),
+    "user-nan-break": (user("train_regression", folder="tests/userscripts_heldout2"),
+                       "rank 1 breaks out of training on a NaN loss and goes on to a final all_reduce"),
 }
 TMP = Path(__import__("tempfile").mkdtemp(prefix="nbh-record-"))
 
