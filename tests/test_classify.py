@@ -460,3 +460,27 @@ def test_ranks_whose_tracebacks_end_in_different_collectives_after_a_timeout_are
     assert "backward (DDP's gradient all_reduce)" in C.classify(paste("user-bcast-rank0"))[0].evidence[0].text
     # a late rank: the one that timed out and the one that lost it afterwards are in the same call: a timeout
     assert C.classify(paste("stall"), model=False)[0].category == "collective_timeout"
+
+
+@pytest.mark.parametrize("thread, category", [
+    ("PaddlePaddle/Paddle#34533", "network_interface"),  # "can't find your local ip {127.0.0.1} in ..."
+    ("yeyupiaoling/PPASR#142", "network_interface"),  # "Retry to connect to 127.0.1.1:63917 while the server ..."
+    ("awslabs/awsome-distributed-ai#192", "network_interface"),  # "socketStartConnect: Connect to 127.0.0.1<45069> failed"
+    ("horovod/horovod#1851", "network_interface"),  # Horovod's NoValidAddressesFound
+    ("volcano-sh/volcano#859", "network_interface"),  # "declared addresses ... but has connected from a different address"
+    ("horovod/horovod#209", "network_interface"),  # Open MPI btl: "Match incoming connection ... locally known IP ... failed"
+    ("pytorch/gloo#399", "network_interface"),  # gloo: "ss1.ss_family == ss2.ss_family. 2 vs 10"
+    ("dmlc/dgl#2560", "network_interface"),  # "Failed bind on 16x.1xx.1xx.1xx:3026 ,errno=99"
+    ("open-ce/open-ce#376", "version_mismatch"),  # "Distributed package doesn't have MPI built in"
+    ("IrisRainbowNeko/HCP-Diffusion#28", "version_mismatch"),  # retyped: "doesn't have NCCL bulit in"
+    ("open-mmlab/mmdetection#4157", "version_mismatch"),  # mmcv's DDP under torch 1.7: rebuilt_param_indices_ assert
+    ("facebookresearch/detectron2#1120", "collective_mismatch"),  # only the advice: "You can enable unused parameter ..."
+    ("bytedance/byteps#313", "infiniband"),  # providers needing another libibverbs: "IBVERBS_PRIVATE_22' not found"
+])
+def test_wordings_of_the_ninth_collection(thread, category):
+    assert C.classify(train_log(thread), model=False)[0].category == category
+
+
+def test_libibverbs_probing_for_missing_providers_alone_is_no_failure():
+    # NVIDIA/nccl#1044: the maintainers' answer: printed by libibverbs while it probes its provider drivers, harmless
+    assert C.classify(train_log("NVIDIA/nccl#1044"), model=False) == []

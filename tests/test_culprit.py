@@ -18,6 +18,8 @@ HELDOUT2 = Path(__file__).resolve().parent / "userscripts_heldout2"
 HELDOUT3 = Path(__file__).resolve().parent / "userscripts_heldout3"
 HELDOUT4 = Path(__file__).resolve().parent / "userscripts_heldout4"
 HELDOUT5 = Path(__file__).resolve().parent / "userscripts_heldout5"
+HELDOUT6 = Path(__file__).resolve().parent / "userscripts_heldout6"
+HELDOUT = Path(__file__).resolve().parent / "userscripts_heldout"
 
 DECIDED_BY = {  # recorded run -> the rule that must decide it
     "healthy": C.passed,
@@ -60,6 +62,11 @@ DECIDED_BY = {  # recorded run -> the rule that must decide it
     "user-swallowed-error": C.size_mismatch,      # "skipping batch at step 6 (IndexError: ...)" on rank 1 only
     "user-resume-fallback": C.different_collectives,  # "... but found no rng_state_rank0.pt; epoch counter starts at 0"
     "user-nan-break": C.size_mismatch,            # "[rank 1] non-finite loss at epoch 0 step 10, stopping training"
+    # nothing logged; one rank still in a loop its peer had left (Evidence.past_loop): it ran more iterations
+    "user-extra-key": C.different_collectives,    # rank 1 in reduce_metrics' loop over its keys, rank 0 gone on
+    "user-uneven-abort": C.size_mismatch,         # rank 0 in the batch loop, rank 1 past it in the evaluation
+    # rank 1 in the next epoch's batch loop, rank 0 in a barrier under `if ... is_best:`: no loop settles it
+    "user-best-barrier": C.different_collectives,
 }
 EXPECTED_FAILURE = {  # what each user-script run must be called, besides its culprit
     "user-valueerror": (1, "rank_error"), "user-oom-allgather": (1, "oom_in_collective"),
@@ -73,14 +80,15 @@ EXPECTED_FAILURE = {  # what each user-script run must be called, besides its cu
     "user-eval-ddp-rank0": (0, "collective_mismatch"), "user-own-ports": (None, None),
     "user-stopiteration": (1, "rank_error"),
     "user-early-stop-local": (1, "collective_mismatch"), "user-swallowed-error": (1, None),
-    "user-resume-fallback": (0, "collective_mismatch"), "user-nan-break": (1, None),  # None: the classifier names it
+    "user-resume-fallback": (0, "collective_mismatch"), "user-nan-break": (1, None),
+    "user-extra-key": (1, "collective_mismatch"), "user-uneven-abort": (0, None),  # None: the classifier names it
 }
 
 
 def evidence(name: str) -> tuple[C.Evidence, dict]:
     views, torchrun_log = read_run_dir(RUNS / name)
     meta = json.loads((RUNS / name / "run.json").read_text())
-    return C.Evidence(views, meta["status"], None, torchrun_log, read_sources(views, [EXAMPLES, HELDOUT2, HELDOUT3, HELDOUT4, HELDOUT5])), meta
+    return C.Evidence(views, meta["status"], None, torchrun_log, read_sources(views, [EXAMPLES, HELDOUT, HELDOUT2, HELDOUT3, HELDOUT4, HELDOUT5, HELDOUT6])), meta
 
 
 @pytest.mark.parametrize("name", sorted(DECIDED_BY))
@@ -292,7 +300,8 @@ def test_a_rank_past_a_loop_its_peer_is_still_in_is_said_so():
     # reason says what happened, and rank 1's own log line about stopping early (rank 0 logged none) names rank 1
     ev, _ = evidence("user-early-stop-local")
     v = C.different_collectives(ev)
-    assert "rank 1 was past the loop at line 109 (`for epoch in range(args.epochs)`)" in v.reason
+    assert "Rank 0 was still in the loop at line 109 (`for epoch in range(args.epochs)`, in <module>) that rank 1 " \
+        "had left" in v.reason, v.reason
     assert v.culprit == 1 and ev.odd_one_out == (1, "[rank 1] val_acc 0.935 >= target 0.9, stopping early"), v
     source = ev.sources[ev.by_rank[0].where.user.file]
     assert C.loop_left(source, 116, 145) == (109, "for epoch in range(args.epochs)")
@@ -331,3 +340,27 @@ def test_a_ranks_own_lines_end_where_its_failure_begins():
     assert lines[-1] == "[vm:1] fault: MASTER_PORT 33801 -> 45875 (nothing listens there)", lines  # C++ stack left out
     ev, _ = evidence("user-resume-fallback")
     assert not any("Warning" in ln or "sched.step()" in ln for v in ev.views for ln in v.own_lines())  # warnings module
+
+
+def test_a_rank_still_in_a_loop_its_peer_had_left_is_named():
+    # metric_keys.py (sixth set): only rank 1's metrics dict has a key for truncated batches, so rank 1 is still in
+    # reduce_metrics' loop over the keys (one all_reduce more) when rank 0 has gone on to the next batch: the loop is
+    # in a function only rank 1 is in
+    ev, _ = evidence("user-extra-key")
+    assert ev.past_loop(ev.positions) == (1, 0, 101, "for name in sorted(metrics)", "reduce_metrics")
+    # housing_regression.py: rank 0 has one batch more; rank 1, aborted by gloo in the evaluation after the loop, is
+    # placed by faulthandler's dump (it raised nothing)
+    ev, _ = evidence("user-uneven-abort")
+    assert ev.by_rank[1].traceback is None and ev.positions[1].user.func == "<module>"
+    inside, past, line, header, func = ev.past_loop(ev.positions)
+    assert (inside, past, func) == (0, 1, "<module>") and header.startswith("for start in range(0, len(X)")
+
+
+def test_a_loop_settles_nothing_when_the_rank_past_it_waits_in_a_conditional_call():
+    # seq2seq_callbacks.py (second set): ModelCheckpoint calls dist.barrier() only `if ... and is_best:`, on each
+    # rank's own validation loss: rank 0 waits in it while rank 1 is in the next epoch's batch loop. Rank 1 is "still
+    # in a loop rank 0 had left" only because rank 0 made a call rank 1 skipped: nobody is named
+    ev, _ = evidence("user-best-barrier")
+    assert ev.odd_one_out is None and ev.past_loop(ev.positions) is None
+    v = C.different_collectives(ev)
+    assert v.culprit is None and "on_epoch_end" in v.reason, v

@@ -337,6 +337,25 @@ RULES: list[Rule] = [
     R("network_interface", "connection refused", r"pair\.cc:\d+\] connect \[127\.(?!0\.1\.1\])[\d.]+\]:\d+: connection refused", 4),
     R("rendezvous_timeout", "connection refused", r"pair\.cc:\d+\] connect \[(?!127\.)[^\]]+\]:\d+: connection refused", 3),
     R("network_interface", "no interface found in the same subnet", weight=7),
+    # a host reached at the loopback alias Debian/Ubuntu map the hostname to, or NCCL bootstrapping to loopback
+    # (a peer on another host cannot be there): "Retry to connect to 127.0.1.1:63917", "socketStartConnect: Connect
+    # to 127.0.0.1<45069> failed"
+    R("network_interface", "127.0.1.1", r"connect(?:ing|ed)? to 127\.0\.1\.1\b|\brefused\b", 6),
+    R("network_interface", "connect to 127.", r"socketstartconnect: connect to 127\.[\d.]+<\d+> failed", 5),
+    # launchers that could not find the host among its interfaces, or peers seen from another address (NAT, a
+    # container network): Paddle's "Can't find your local ip {127.0.0.1}", Horovod's NoValidAddressesFound and
+    # "declared addresses ... but has connected from a different address", Open MPI's btl "Match incoming
+    # connection ... with locally known IP ... failed"
+    R("network_interface", "find your local ip", weight=7),
+    # Paddle's TCP store client while nobody listens at the address it was given (INFO lines, repeated)
+    R("rendezvous_timeout", "while the server is not yet listening", r"retry to connect to", 3),
+    R("network_interface", "novalidaddressesfound", weight=7),
+    R("network_interface", "has connected from a different address", weight=7),
+    R("network_interface", "match incoming connection from", r"locally known ip .*failed", 6),
+    # gloo pairing an IPv4 with an IPv6 address (a host resolving to both): "ss1.ss_family == ss2.ss_family. 2 vs 10"
+    R("network_interface", "ss_family", r"ss1\.ss_family == ss2\.ss_family", 7),
+    # binding an address no interface of this host has (EADDRNOTAVAIL): "Failed bind on 10.x.x.x:3026 ,errno=99"
+    R("network_interface", "errno=99", r"bind", 6),
     R("network_interface", "call to bind failed : cannot assign requested address", weight=5),
     R("network_interface", "btl_tcp_endpoint", r"connect\(\) to \S+ failed", 5),
     R("network_interface", "no route to host", r"^(?!.*\bnccl info\b)", 4),  # NCCL INFO retries are chatter
@@ -370,7 +389,10 @@ RULES: list[Rule] = [
     R("version_mismatch", "illegal instruction", r"signal 4|sigill|illegal instruction", 5),
     # InfiniBand
     R("infiniband", "failed to get ib devices list", weight=6),
-    R("infiniband", "couldn't load driver", r"libibverbs|rdmav", 5),
+    # libibverbs probing its provider drivers warns for each one missing: harmless alone (NVIDIA/nccl#1044); a
+    # provider that needs another libibverbs ("version `IBVERBS_PRIVATE_22' not found") is the verbs stack broken
+    R("infiniband", "couldn't load driver", r"libibverbs|rdmav", 5, context=True),
+    R("infiniband", "couldn't load driver", r"version \S+ not found|ibverbs_private", 5),
     # NCCL system errors (sockets, the OS)
     R("nccl_system_error", "connection reset by peer", r"nccl warn call to (write|recv|send) failed|warn call to recv", 5),
     # "... of /sys/class/pci_bus/...": NCCL's topology failed; "... of /sys/class/net/eth0/device" is a virtual NIC (INFO)
@@ -490,6 +512,11 @@ RULES: list[Rule] = [
     R('version_mismatch', 'failed to load cuda missing symbol', weight=6),  # nccl/v2.18.3-1
     # torch/distributed/distributed_c10d.py:2181
     R('version_mismatch', "distributed package doesn't have nccl built in", weight=6),
+    # the same for MPI or UCC, and as people retype it ("doesn't have NCCL bulit in")
+    R('version_mismatch', "distributed package doesn't have", r"doesn't have (nccl|mpi|ucc|gloo) bu\w*t in", 6),
+    R('version_mismatch', "nccl support is not compiled", weight=4, in_warnings=True),
+    # DDP's reducer changed in torch 1.7 under mmcv's MMDistributedDataParallel (pytorch/pytorch#47050)
+    R('version_mismatch', "rebuilt_param_indices_.size()", weight=6),
     # torch/csrc/distributed/c10d/TCPStore.cpp (libtorch_cpu.so)
     R('version_mismatch', 'use_libuv was requested but pytorch was buil', weight=6),
     R('version_mismatch', 'does not include kernels for this gpu', weight=7),  # torch/cuda/__init__.py:390
@@ -580,6 +607,7 @@ RULES: list[Rule] = [
     R('rendezvous_timeout', 'no valid <ipv4_or_hostname>:<port> pair found', weight=5),  # nccl/src/misc/socket.cc:246
     # torch/csrc/distributed/c10d/reducer.cpp
     R('collective_mismatch', 'expected to have finished reduction in the prior iteration', weight=7),
+    R('collective_mismatch', 'you can enable unused parameter detection by', weight=6),  # the same error's advice
     # torch/csrc/distributed/c10d/reducer.cpp
     R('collective_mismatch', 'did not receive grad for rank', r'(parameter indices|parameters) which did not receive grad for rank \d+', 6),
     R('collective_mismatch', 'has been marked as ready twice', weight=5),  # torch/csrc/distributed/c10d/reducer.cpp

@@ -302,16 +302,6 @@ class Evidence:
                 found[r] = aside[0][:300]
         return next(iter(found.items())) if len(found) == 1 else None
 
-    def blame_odd_one(self, verdict: Verdict) -> Verdict:
-        """``verdict``, which names nobody among ranks that disagreed, naming the rank whose own log says it took
-        a path of its own (:attr:`odd_one_out`) when there is one."""
-        if self.odd_one_out is None:
-            return verdict
-        r, line = self.odd_one_out
-        return self.blame(r, verdict.kind, f"{verdict.reason}. Rank {r} alone had logged `{line}` before: it took a "
-                          "path its peers did not, the likeliest reason their calls disagree",
-                          verdict.evidence + [f"rank {r}: {line}"], verdict.failure)
-
     def script(self) -> str | None:
         """The script the ranks ran (``python train.py``), as its path is written, when its source is at hand."""
         return next((a[0] for v in self.views if (a := v.record.get("argv")) and a[0].endswith(".py")
@@ -330,18 +320,76 @@ class Evidence:
         return Verdict(None, kind, reason, evidence, {v.rank: _victim_reason(v, None) for v in self.views},
                        self.first, self.blamed, failure)
 
-    def past_loop(self, where: dict[int, Where]) -> tuple[int, int, int, str] | None:
-        """Of ranks waiting at two lines of one function, whether one had left a loop the other was still in:
-        (the rank inside, the rank past it, the loop's line, its header)."""
-        for a, wa in where.items():
-            for b, wb in where.items():
-                ua, ub = wa.user, wb.user
-                if a == b or not (ua and ub) or (ua.file, ua.func) != (ub.file, ub.func) or ua.file not in self.sources:
-                    continue
-                found = loop_left(self.sources[ua.file], ua.line, ub.line)
+    def past_loop(self, where: dict[int, Where]) -> tuple[int, int, int, str, str] | None:
+        """Of ranks waiting at different places, whether one was still in a loop another had left: (the rank inside,
+        the rank past it, the loop's line, its header, its function).  Read first in the innermost function of the
+        user's code both are in (rank 0 in the epoch loop, rank 1 past it in the final evaluation), then in the calls
+        only the rank inside had made from there (rank 1 in ``reduce_metrics``'s loop over its metric names, rank 0
+        gone on to the next batch)."""
+        pairs = [(a, b) for a in where for b in where if a != b]
+        for deeper in (False, True):
+            for a, b in pairs:
+                found = self._loop_apart(where[a], where[b], deeper)
                 if found:
                     return a, b, *found
         return None
+
+    def _loop_apart(self, wa: Where, wb: Where, deeper: bool) -> tuple[int, str, str] | None:
+        """A loop ``wa`` is still in and ``wb`` had left, unless ``wb`` waits in a call it makes only on a condition
+        (``if is_best: dist.barrier()``): then ``wb`` may have made a call too many as well as ``wa`` an iteration."""
+        mine = [f for f in wa.frames if not f.library]
+        theirs = {(f.file, f.func): f for f in wb.frames if not f.library}
+        shared = next((i for i in range(len(mine) - 1, -1, -1) if (mine[i].file, mine[i].func) in theirs), None)
+        if shared is None:
+            return None
+        fa = mine[shared]
+        fb = theirs[(fa.file, fa.func)]
+        theirs_from = [f for f in wb.frames if not f.library]
+        theirs_from = theirs_from[theirs_from.index(fb):]
+        if any(f.file in self.sources and enclosing_block(self.sources[f.file], f.line, CONDITION)
+               for f in theirs_from):
+            return None
+        if not deeper:
+            found = loop_left(self.sources[fa.file], fa.line, fb.line) if fa.file in self.sources else None
+            return (*found, fa.func) if found else None
+        if fa.line == fb.line:
+            return None
+        for f in reversed(mine[shared + 1:]):  # calls the other rank was not in: a loop there is one it had left
+            found = enclosing_block(self.sources[f.file], f.line, LOOP) if f.file in self.sources else None
+            if found:
+                return (*found, f.func)
+        return None
+
+    @cached_property
+    def positions(self) -> dict[int, Where]:
+        """Where each rank was in the user's code when it ended: its traceback or stack dump, or for a rank killed
+        by a signal, faulthandler's dump of its stack."""
+        found = {v.rank: v.where if v.where and v.where.user else _fatal_where(v) for v in self.views}
+        return {r: w for r, w in found.items() if w and w.user}
+
+    def settle(self, verdict: Verdict, where: dict[int, Where]) -> Verdict:
+        """``verdict``, which names nobody among ranks whose calls disagree, naming a rank when the evidence points
+        to one: the rank whose own log says it took a path of its own (:attr:`odd_one_out`), else the rank still in
+        a loop its peer had left (:meth:`past_loop`): it ran more iterations of it (more data, another start epoch
+        on resume, an item only it had), the convention of uneven inputs."""
+        left = self.past_loop(where)
+        loop = ""
+        if left:
+            inside, past, line, header, func = left
+            loop = (f". Rank {inside} was still in the loop at line {line} (`{header}`, in {func}) that rank {past} had "
+                    f"left: rank {inside} ran more iterations of it (more data, another start epoch on resume, an item "
+                    f"only it had), or rank {past} fewer (a rank-local break or early stop)")
+        fix = (". Make every rank run the same iterations: the same number of batches or items, the same start, a stop "
+               "decided together (an all_reduce of a flag)") if left else ""
+        if self.odd_one_out is not None:
+            r, said = self.odd_one_out
+            return self.blame(r, verdict.kind, f"{verdict.reason}{loop}. Rank {r} alone had logged `{said}` before: it "
+                              f"took a path its peers did not, so it is named{fix}",
+                              verdict.evidence + [f"rank {r}: {said}"], verdict.failure)
+        if left:
+            return self.blame(inside, verdict.kind, f"{verdict.reason}{loop}. Rank {inside}, with more, is named{fix}",
+                              verdict.evidence + [f"rank {inside}: in `{header}` (line {line})"], verdict.failure)
+        return verdict
 
     def _up_the_stack(self, v: RankView, find: Callable[[str, int], tuple[int, str] | None]) -> tuple[int, str] | None:
         """``find(source, line)`` on ``v``'s line of user code, then on each call on the way there (the callers'
@@ -416,9 +464,10 @@ def _crashed_on(ev: Evidence, message: re.Pattern, signal: str | None = None) ->
 
 
 def size_mismatch(ev: Evidence) -> Verdict | None:
-    """Needs: exit records (SIGABRT) and logs.  Concludes, naming nobody: when the only ranks that died on
-    their own aborted on a size mismatch, gloo aborted the rank that received more than it expected,
-    which need not be the rank at fault; DETAIL makes every rank report the shapes."""
+    """Needs: exit records (SIGABRT) and logs; tracebacks, faulthandler's dumps and source to settle it.
+    Concludes: when the only ranks that died on their own aborted on a size mismatch, gloo aborted the rank that
+    received more than it expected, which need not be the rank at fault (DETAIL makes every rank report the
+    shapes): nobody is named unless the ranks' logs or positions point to one (:meth:`Evidence.settle`)."""
     found = _crashed_on(ev, SIZE_MISMATCH, "SIGABRT")
     if found is None:
         return None
@@ -429,10 +478,10 @@ def size_mismatch(ev: Evidence) -> Verdict | None:
     dtype = (f" ({got} bytes received where {posted} were expected: a factor of {factor} is also what the same shape "
              f"in another dtype sends, {DTYPE_PAIRS[factor]} on the other ranks, e.g. a tensor built from Python "
              "numbers on a rank that had no data)") if factor in DTYPE_PAIRS else ""
-    return ev.blame_odd_one(ev.nobody(Rule.MISMATCH, f"{who} aborted (SIGABRT) on a collective whose size did "
+    return ev.settle(ev.nobody(Rule.MISMATCH, f"{who} aborted (SIGABRT) on a collective whose size did "
                      f"not match its peers'{dtype}: gloo aborts the rank that received more than it expected, which "
                      "is not necessarily the rank at fault; rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL to have every "
-                     "rank report the shapes", lines))
+                     "rank report the shapes", lines), ev.positions)
 
 
 def model_mismatch(ev: Evidence) -> Verdict | None:
@@ -579,7 +628,8 @@ def different_collectives(ev: Evidence) -> Verdict | None:
     """Needs: each rank's traceback or stack dump, and the user's source.  Concludes: when the ranks waited
     in different collectives (rank 0 in ``broadcast`` at line 55, rank 1 in ``all_reduce`` at line 60), the
     calls do not pair up; the rank whose call sits inside an ``if`` on the rank is named (the source shows
-    the branch), else nobody, with every rank's call and line."""
+    the branch), else the rank the logs or a loop point to (:meth:`Evidence.settle`), else nobody, with every
+    rank's call and line."""
     where = {v.rank: v.where for v in ev.views if v.where and v.where.collective}
     groups: dict[tuple, list[int]] = {}
     for r, w in sorted(where.items()):
@@ -602,15 +652,9 @@ def different_collectives(ev: Evidence) -> Verdict | None:
         return ev.blame(r, Rule.DIFFERENT_COLLECTIVES, f"the ranks waited in different collectives ({calls}); rank "
                         f"{r}'s call is inside `{cond}` (line {line}): a collective only some ranks call, or call in "
                         "another order", evidence + [f"rank {r}: line {line}: {cond}"], Failure.COLLECTIVE_MISMATCH)
-    left = ev.past_loop(where)
-    why = (f"; rank {left[1]} was past the loop at line {left[2]} (`{left[3]}`) that rank {left[0]} was still in: "
-           "they ran different numbers of iterations (a rank-local break or early stop, another start epoch on "
-           "resume, uneven data). Make every rank run the same iterations: the same start on resume, the same number "
-           "of batches, and a stop decided together (an all_reduce of a flag)") if left else \
-        ". Read each call site: every rank must call the same collectives in the same order"
-    return ev.blame_odd_one(ev.nobody(Rule.DIFFERENT_COLLECTIVES, f"the ranks waited in different collectives "
-                                      f"({calls}): their calls do not pair up{why}", evidence,
-                                      Failure.COLLECTIVE_MISMATCH))
+    return ev.settle(ev.nobody(Rule.DIFFERENT_COLLECTIVES, f"the ranks waited in different collectives ({calls}): "
+                               "their calls do not pair up. Read each call site: every rank must call the same "
+                               "collectives in the same order", evidence, Failure.COLLECTIVE_MISMATCH), where)
 
 
 def named(ev: Evidence) -> Verdict | None:
@@ -913,6 +957,7 @@ def _enclosing(source: str, line: int, accept: Callable[[list[str], int], str | 
 
 
 LOOP = re.compile(r"^\s*(?:async\s+)?(?:for|while)\b.*:\s*(#.*)?$")
+CONDITION = re.compile(r"^\s*(?:(?:if|elif)\b(?!\s+__name__\s*==).*|else\s*):\s*(#.*)?$")  # not the script's main guard
 
 
 def loop_left(source: str, inside: int, after: int) -> tuple[int, str] | None:

@@ -99,6 +99,12 @@ RUNS = {
                              "rank 0 finds no rng state of its own and restarts at epoch 0; rank 1 resumes at epoch 4"),
     "user-nan-break": (user("train_regression", folder="tests/userscripts_heldout2"),
                        "rank 1 breaks out of training on a NaN loss and goes on to a final all_reduce"),
+    "user-extra-key": (user("metric_keys", folder="tests/userscripts_heldout6"),
+                       "only rank 1's metrics have a key for truncated batches: one all_reduce more in its loop over keys"),
+    "user-uneven-abort": (user("housing_regression", folder="tests/userscripts_heldout"),
+                          "rank 0 has one batch more; rank 1, in the final evaluation, aborts on gloo's sizes"),
+    "user-best-barrier": (user("seq2seq_callbacks", folder="tests/userscripts_heldout2"),
+                          "dist.barrier() only when a rank's own validation loss improved: rank 0 alone in it"),
 }
 TMP = Path(__import__("tempfile").mkdtemp(prefix="nbh-record-"))
 
