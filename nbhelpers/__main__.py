@@ -75,6 +75,24 @@ def cmd_run_all(args) -> int:
     return 0 if json.loads((out / "summary.json").read_text())["ok"] else 1
 
 
+def doctor_dir(args) -> int:
+    """``doctor DIR``: a finished job's per-rank logs (a workbook run, or ``torchrun --log-dir``), diagnosed as a
+    supervised run is: the culprit rank, the failure, the line of the user's code."""
+    from nbhelpers.runtime.launcher import result_from_dir
+    from nbhelpers.scenarios.supervise import verdict_dict, verdict_text
+
+    launcher = text_file(args.launcher_log, "launcher log").read_text(errors="replace") if args.launcher_log else ""
+    try:
+        res = result_from_dir(args.files[0], launcher)
+    except FileNotFoundError as exc:
+        raise BadInput(str(exc)) from None
+    if not res.records and not args.json:
+        print("note: no exit codes (give torchrun's own output with --launcher-log): ranks are judged by their logs "
+              "alone", file=sys.stderr)
+    print(json.dumps(verdict_dict(res)) if args.json else verdict_text(res), flush=True)
+    return 0 if res.ok else 1
+
+
 def cmd_doctor(args) -> int:
     from nbhelpers.diagnosis.classify import (
         TAIL_BYTES,
@@ -93,6 +111,10 @@ def cmd_doctor(args) -> int:
         return fr_main(args.fr, args.json)
     if not args.files:
         raise BadInput("doctor: give one or more log files ('-' for stdin), or --fr DIR (see --help)")
+    if len(args.files) == 1 and Path(args.files[0]).is_dir():
+        return doctor_dir(args)
+    if args.launcher_log:
+        raise BadInput("doctor: --launcher-log goes with a folder of the ranks' logs, not with log files")
     for name in args.files:
         if name != "-":
             text_file(name, "log")
@@ -193,11 +215,14 @@ def main(argv=None) -> int:
     ra = sub.add_parser("run-all", help="execute every notebook headless; write reports/<UTC>/")
     ra.add_argument("--out", help="report root (default: reports/ in the workbook)")
     ra.add_argument("notebooks", nargs="*", help="notebooks to run (default: notebooks/[0-9]*.ipynb)")
-    dr = sub.add_parser("doctor", help="classify failure logs (files, or - for stdin)")
+    dr = sub.add_parser("doctor", help="classify failure logs (files, or - for stdin), or diagnose a folder of the "
+                        "ranks' logs (torchrun --log-dir, a workbook run): the culprit rank too")
     dr.add_argument("files", nargs="*")
     dr.add_argument("--fr", metavar="DIR", help="a folder of Flight Recorder dumps, one per rank: the first collective "
                     "the ranks disagree on, and the rank missing from it")
     dr.add_argument("--json", action="store_true", help="one JSON object per finding")
+    dr.add_argument("--launcher-log", metavar="FILE", help="with a folder of the ranks' logs (torchrun --log-dir, or a "
+                    "workbook run): torchrun's own output, whose failure report gives each rank's exit code")
     rn = sub.add_parser("run", help="run your script on N ranks under the workbook's launcher and diagnose it")
     rn.add_argument("--nproc", type=positive(int), default=2, help="ranks on this machine")
     rn.add_argument("--timeout", type=positive(float), default=600.0, help="whole-run timeout, seconds")

@@ -55,7 +55,9 @@ def cli(*args, input=None):
     (["run", "--nproc", "2", "missing.py"], "script missing.py: no such file"),
     (["run", "--nproc", "2", "."], "script .: is a directory"),
     (["doctor", "missing.log"], "log missing.log: no such file"),
-    (["doctor", "."], "log .: is a directory"),
+    (["doctor", ".", "train.py"], "log .: is a directory"),  # a folder is read alone, as one job's logs
+    (["doctor", "."], "neither a workbook run folder (rank<N>.log) nor a torchrun --log-dir folder"),
+    (["doctor", "train.py", "--launcher-log", "train.py"], "--launcher-log goes with a folder"),
     (["run-all", "missing.ipynb"], "notebook missing.ipynb: no such file"),
     (["bogus"], "invalid choice: 'bogus'"),
 ])
@@ -92,3 +94,32 @@ def test_more_ranks_than_cpus_is_a_warning_not_a_refusal(tmp_path, runs_dir):
     out = cli("run", "--nproc", str(n), "--timeout", "90", "--json", str(script))
     assert f"warning: {n} ranks on" in out.stderr
     assert out.returncode == 0 and json.loads(out.stdout)["status"] == "ok", out
+
+
+def test_doctor_on_a_torchrun_log_dir_names_the_culprit_rank_and_the_line(tmp_path):
+    # the user's own job, run by plain torchrun with --log-dir (no workbook launcher): rank 1's shard holds a label
+    # the collate function rejects (examples/faulty/train_label_check.py); torchrun's console output is kept too
+    from nbhelpers.scenarios.supervise import example
+
+    script = example("train_label_check", tmp_path / "job")
+    with open(tmp_path / "console.txt", "w") as console:
+        done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                               "--log-dir", str(tmp_path / "logs"), "--redirects", "3", str(script)],
+                              cwd=script.parent, stdout=console, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                              timeout=180)
+    assert done.returncode != 0
+    cmd = [sys.executable, "-m", "nbhelpers", "doctor", str(tmp_path / "logs"), "--json"]
+    with_codes = subprocess.run(cmd + ["--launcher-log", str(tmp_path / "console.txt")], capture_output=True, text=True)
+    logs_only = subprocess.run(cmd, capture_output=True, text=True)
+    for out in (with_codes, logs_only):
+        got = json.loads(out.stdout)
+        assert out.returncode == 1 and got["culprit_rank"] == 1 and got["category"] == "rank_error", got
+        assert "train_label_check.py" in got["culprit_where"] and "ValueError" in got["reason"], got
+    assert json.loads(with_codes.stdout)["exit_codes"]["1"] == 1  # read from torchrun's failure report
+    plain = subprocess.run(cmd[:-1], capture_output=True, text=True)
+    assert "culprit:  rank 1" in plain.stdout and "--launcher-log" in plain.stderr
+
+
+def test_doctor_on_a_folder_that_holds_no_ranks_logs_says_what_it_wants(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "nbhelpers", "doctor", str(tmp_path)], capture_output=True, text=True)
+    assert out.returncode == 2 and "torchrun --log-dir" in out.stderr and "Traceback" not in out.stderr, out.stderr

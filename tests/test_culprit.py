@@ -364,3 +364,17 @@ def test_a_loop_settles_nothing_when_the_rank_past_it_waits_in_a_conditional_cal
     assert ev.odd_one_out is None and ev.past_loop(ev.positions) is None
     v = C.different_collectives(ev)
     assert v.culprit is None and "on_epoch_end" in v.reason, v
+
+
+@pytest.mark.parametrize("name", sorted(n for n in DECIDED_BY if "exitcode" in (RUNS / n / "torchrun.log").read_text()))
+def test_exit_records_read_from_torchruns_failure_report_match_the_shims(name):
+    # what `doctor DIR --launcher-log` has instead of the workbook's exit records: torchrun's ChildFailedError report
+    ev, _ = evidence(name)
+    found = C.exit_records(ev.torchrun_log)
+    assert found, name
+    for r, rec in found.items():
+        shim = ev.by_rank[r].record
+        if rec.get("stop_signal"):  # torchrun stopped the rank's shim; the rank itself may have been ending already
+            assert rec["signal"] == "SIGTERM" and shim["returncode"] != 0, (r, rec, shim)
+            continue
+        assert rec["returncode"] == shim["returncode"] and rec.get("signal") == shim.get("signal"), (r, rec, shim)

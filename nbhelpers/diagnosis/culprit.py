@@ -20,6 +20,7 @@ from nbhelpers.diagnosis.hang import rank_ranges
 from nbhelpers.diagnosis.tracebacks import RANK_PREFIX, Frame, Where, stack_frames, where_from
 
 __all__ = ["RankView", "Evidence", "RULES", "find_culprit", "named_ranks", "store_key_ranks", "torchrun_root_cause",
+           "exit_records",
            "enclosing_rank_branch", "enclosing_block", "loop_left"]
 
 WAITING = re.compile(
@@ -238,6 +239,31 @@ def torchrun_root_cause(torchrun_log: str) -> int | None:
     at = torchrun_log.rfind("Root Cause")
     m = re.search(r"rank\s*:\s*(\d+)", torchrun_log[at:]) if at >= 0 else None
     return int(m.group(1)) if m else None
+
+
+FAILURE_ENTRY = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\).*?\n\s*exitcode\s*:\s*(-?\d+)", re.M)
+
+
+def exit_records(torchrun_log: str) -> dict[int, dict]:
+    """Exit records as torchrun's ChildFailedError report gives them ("rank : 1 (local_rank: 1)", "exitcode : -6
+    (pid: 25816)"), for logs that come without the workbook's own: exit code, and the signal when it is one.  A rank
+    torchrun ended with SIGTERM after another failed counts as stopped (``stop_signal``), as the launcher records
+    it; the last report in the log wins (a restarted job reports each attempt)."""
+    import signal as _signal
+
+    found: dict[int, dict] = {}
+    for m in FAILURE_ENTRY.finditer(torchrun_log):
+        rank, code = int(m.group(1)), int(m.group(3))
+        rec: dict = {"returncode": code, "local_rank": int(m.group(2))}
+        if code < 0:
+            try:
+                rec["signal"] = _signal.Signals(-code).name
+            except ValueError:
+                pass
+            if rec.get("signal") == "SIGTERM":
+                rec["stop_signal"] = "SIGTERM"
+        found[rank] = rec
+    return found
 
 
 @dataclass
@@ -783,7 +809,10 @@ def own_error(ev: Evidence) -> Verdict | None:
     if not own:
         return None
     v = min(own, key=lambda v: v.first_fail_time or 0)
-    return ev.blame(v.rank, Rule.ERROR, f"rank {v.rank} failed with its own error", [v.error], Failure.RANK_ERROR)
+    tb = v.traceback
+    at = f": {_short(tb.exception)} {tb.describe()}" if tb is not None else ""
+    return ev.blame(v.rank, Rule.ERROR, f"rank {v.rank} failed with its own error{at}", [v.error]
+                    + (_frames_ev(v, tb) if tb is not None else []), Failure.RANK_ERROR)
 
 
 def nobody_stands_out(ev: Evidence) -> Verdict:

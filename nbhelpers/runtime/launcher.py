@@ -32,7 +32,7 @@ import psutil
 from nbhelpers.diagnosis.api import Failure, Verdict
 from nbhelpers.diagnosis.categories import CATEGORIES, run_failure
 from nbhelpers.diagnosis.classify import top2_text
-from nbhelpers.diagnosis.culprit import KILLED_BEFORE_ESCALATION_S, RankView, find_culprit
+from nbhelpers.diagnosis.culprit import KILLED_BEFORE_ESCALATION_S, RankView, exit_records, find_culprit
 from nbhelpers.diagnosis.redact import redact_text
 from nbhelpers.diagnosis.remedies import advice
 from nbhelpers.diagnosis.tracebacks import where_from
@@ -43,7 +43,7 @@ from nbhelpers.runtime.launchspec import REPO_ROOT, LaunchSpec, child_env
 from nbhelpers.runtime.ports import check_port, free_port
 from nbhelpers.runtime.progress import LiveView
 
-__all__ = ["Run", "RunResult", "launch", "run_one", "read_run_dir", "runs_dir"]
+__all__ = ["Run", "RunResult", "launch", "run_one", "read_run_dir", "read_log_dir", "result_from_dir", "runs_dir"]
 
 GLOO_SOURCE = re.compile(r"\[[^\]\s]*\.(?:cc|cpp|h):\d+\]\s*")  # "[../gloo/transport/tcp/pair.cc:598] "
 
@@ -126,6 +126,48 @@ def read_run_dir(log_dir: str | os.PathLike) -> tuple[list[RankView], str]:
         views.append(RankView(r, tail.events, rec, tail.text, stack))
     torchrun = d / "torchrun.log"
     return views, torchrun.read_text(errors="replace") if torchrun.exists() else ""
+
+
+def read_log_dir(log_dir: str | os.PathLike, launcher_log: str = "") -> tuple[list[RankView], str]:
+    """The ranks' logs of a finished job, from a folder a user brings: a workbook run's folder (:func:`read_run_dir`),
+    or the one ``torchrun --log-dir DIR`` fills (``<run id>/attempt_<n>/<local rank>/stdout.log`` and ``stderr.log``;
+    the last attempt is read, each rank's stdout then its stderr).  ``launcher_log`` is torchrun's own output (the
+    job's console or Slurm file): its failure report gives the exit records those folders lack."""
+    d = Path(log_dir)
+    if any(d.glob("rank*.log")):
+        views, torchrun_log = read_run_dir(d)
+        return views, torchrun_log + launcher_log
+    attempts = sorted(d.glob("**/attempt_*"), key=lambda p: (p.stat().st_mtime, p.name))
+    if not attempts:
+        raise FileNotFoundError(f"{d}: neither a workbook run folder (rank<N>.log) nor a torchrun --log-dir folder "
+                                "(<run id>/attempt_<n>/<local rank>/stderr.log)")
+    found = exit_records(launcher_log)
+    global_of = {rec["local_rank"]: r for r, rec in found.items()}
+    views = []
+    for rank_dir in sorted((p for p in attempts[-1].iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name)):
+        text = "".join((rank_dir / f).read_text(errors="replace") for f in ("stdout.log", "stderr.log")
+                       if (rank_dir / f).exists())
+        r = global_of.get(int(rank_dir.name), int(rank_dir.name))
+        views.append(RankView(r, [], found.get(r, {}), text, ""))
+    return views, launcher_log
+
+
+def result_from_dir(log_dir: str | os.PathLike, launcher_log: str = "") -> "RunResult":
+    """A job that ran elsewhere, diagnosed from the logs it left (:func:`read_log_dir`) as a run of the workbook's
+    own is: the culprit rules over the ranks' tracebacks, exit records and source (read where the tracebacks point,
+    when it is on this machine), and the log classifier.  Its status is "ok" only when every rank exited 0 (per
+    ``launcher_log``), or, with no exit records at all, when no rank logged an error."""
+    views, torchrun_log = read_log_dir(log_dir, launcher_log)
+    records = {v.rank: v.record for v in views if v.record}
+    if records:
+        ok = len(records) == len(views) and all(rec.get("returncode") == 0 for rec in records.values())
+    else:
+        ok = not any(v.error or v.traceback for v in views) and "ChildFailedError" not in torchrun_log
+    status = "ok" if views and ok else "failed"
+    verdict = find_culprit(views, status, None, torchrun_log, read_sources(views))
+    return RunResult(Path(log_dir).name, status, len(views), 0.0, Path(log_dir), [], records, [],
+                     {v.rank: v.log for v in views}, {v.rank: v.stack for v in views if v.stack}, torchrun_log,
+                     verdict, 0.0)
 
 
 @dataclass

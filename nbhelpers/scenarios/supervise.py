@@ -77,10 +77,12 @@ def verdict_text(res: RunResult, script: str | None = None) -> str:
     d = verdict_dict(res, script)
     hints = [f"hint: {h}" for h in d["hints"]]
     if res.ok:
-        return "\n".join([f"OK: {res.name} finished on {res.nproc} ranks in {res.wall_s:.1f} s. Logs: {res.log_dir}"]
+        took = f" in {res.wall_s:.1f} s" if res.wall_s > 0 else ""
+        return "\n".join([f"OK: {res.name} finished on {res.nproc} ranks{took}. Logs: {res.log_dir}"]
                          + hints)
     top2 = top2_text(d["candidates"])
-    lines = [f"FAILED ({res.status}): {res.name} on {res.nproc} ranks after {res.wall_s:.1f} s",
+    after = f" after {res.wall_s:.1f} s" if res.wall_s > 0 else ""  # (0: read back from logs, no clock)
+    lines = [f"FAILED ({res.status}): {res.name} on {res.nproc} ranks{after}",
              f"category: {d['category'] or 'unrecognised'}" + (f"  (the logs' top 2: {top2})" if top2 else ""),
              f"culprit:  {'unknown' if res.culprit is None else f'rank {res.culprit}'} ({res.verdict.kind}): "
              f"{res.verdict.reason}"]
