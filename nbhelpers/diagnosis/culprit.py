@@ -394,27 +394,28 @@ class Evidence:
         return {r: w for r, w in found.items() if w and w.user}
 
     def settle(self, verdict: Verdict, where: dict[int, Where]) -> Verdict:
-        """``verdict``, which names nobody among ranks whose calls disagree, naming a rank when the evidence points
-        to one: the rank whose own log says it took a path of its own (:attr:`odd_one_out`), else the rank still in
-        a loop its peer had left (:meth:`past_loop`): it ran more iterations of it (more data, another start epoch
-        on resume, an item only it had), the convention of uneven inputs."""
+        """``verdict``, which names nobody among ranks whose calls disagree, told what the positions show (a rank
+        still in a loop its peer had left, :meth:`past_loop`), and naming the rank whose own log says it took a path
+        of its own (:attr:`odd_one_out`) when there is one.  The loop alone names nobody: the rank inside it may have
+        run more iterations (more data, an extra item of its own) or its peer fewer (a rank-local break, another
+        start epoch), and on scripts written apart from these rules naming the rank inside was right in 2 of 4."""
         left = self.past_loop(where)
         loop = ""
         if left:
             inside, past, line, header, func = left
             loop = (f". Rank {inside} was still in the loop at line {line} (`{header}`, in {func}) that rank {past} had "
-                    f"left: rank {inside} ran more iterations of it (more data, another start epoch on resume, an item "
-                    f"only it had), or rank {past} fewer (a rank-local break or early stop)")
-        fix = (". Make every rank run the same iterations: the same number of batches or items, the same start, a stop "
-               "decided together (an all_reduce of a flag)") if left else ""
+                    f"left: rank {inside} ran more iterations of it (more data, an item only it had) or rank {past} "
+                    "fewer (a rank-local break or early stop, another start epoch on resume). Make every rank run the "
+                    "same iterations: the same number of batches or items, the same start, a stop decided together "
+                    "(an all_reduce of a flag)")
         if self.odd_one_out is not None:
             r, said = self.odd_one_out
             return self.blame(r, verdict.kind, f"{verdict.reason}{loop}. Rank {r} alone had logged `{said}` before: it "
-                              f"took a path its peers did not, so it is named{fix}",
-                              verdict.evidence + [f"rank {r}: {said}"], verdict.failure)
+                              "took a path its peers did not, so it is named", verdict.evidence + [f"rank {r}: {said}"],
+                              verdict.failure)
         if left:
-            return self.blame(inside, verdict.kind, f"{verdict.reason}{loop}. Rank {inside}, with more, is named{fix}",
-                              verdict.evidence + [f"rank {inside}: in `{header}` (line {line})"], verdict.failure)
+            return self.nobody(verdict.kind, f"{verdict.reason}{loop}", verdict.evidence
+                               + [f"rank {inside}: in `{header}` (line {line})"], verdict.failure)
         return verdict
 
     def _up_the_stack(self, v: RankView, find: Callable[[str, int], tuple[int, str] | None]) -> tuple[int, str] | None:
@@ -621,7 +622,9 @@ def crashed(ev: Evidence) -> Verdict | None:
 def wrong_world(ev: Evidence) -> Verdict | None:
     """Needs: the waiting ranks' errors.  Concludes: a rank that waits on the store key of a rank that
     does not exist in this job (``keys: /default_pg/0//cpu//0/2`` with two ranks) was given a larger
-    world size (or a wrong rank) than the job's: that rank is the culprit."""
+    world size (or a wrong rank) than the job's: that rank is the culprit.  So is a rank that waits on its own
+    rank's key: it joined as another rank (``init_process_group(rank=args.rank)`` with an option left at 0), so nobody
+    joined as its rank."""
     for v in ev.views:
         ghosts = sorted(r for r in store_key_ranks(v.error) if r >= ev.world)
         if ghosts:
@@ -629,6 +632,14 @@ def wrong_world(ev: Evidence) -> Verdict | None:
             return ev.blame(v.rank, Rule.WRONG_WORLD, f"rank {v.rank} waited for rank {ghosts[0]}, which does not "
                             f"exist in this {ev.world}-rank job: its world size (or rank) is not the job's; "
                             f"{at}".rstrip("; "), [f"rank {v.rank}: {v.error}"], Failure.RENDEZVOUS_TIMEOUT)
+    for v in ev.views:
+        if v.rank in store_key_ranks(v.error):
+            at = f" ({v.where.describe()})" if v.where else ""
+            return ev.blame(v.rank, Rule.WRONG_WORLD, f"rank {v.rank} waited for the key of rank {v.rank}, its own{at}: "
+                            "it joined the process group as another rank, so nobody joined as rank "
+                            f"{v.rank}. Pass the launcher's rank (int(os.environ['RANK'])) to init_process_group, or "
+                            "none at all (a --rank option left at its default, from an mp.spawn version of the "
+                            "script, does this)", [f"rank {v.rank}: {v.error}"], Failure.RENDEZVOUS_TIMEOUT)
     return None
 
 

@@ -103,6 +103,8 @@ RUNS = {
                        "only rank 1's metrics have a key for truncated batches: one all_reduce more in its loop over keys"),
     "user-uneven-abort": (user("housing_regression", folder="tests/userscripts_heldout"),
                           "rank 0 has one batch more; rank 1, in the final evaluation, aborts on gloo's sizes"),
+    "user-own-rank-zero": (user("train_regressor", folder="tests/userscripts_heldout7"),
+                           "init_process_group(rank=args.rank) with --rank left at 0: both processes join as rank 0"),
     "user-best-barrier": (user("seq2seq_callbacks", folder="tests/userscripts_heldout2"),
                           "dist.barrier() only when a rank's own validation loss improved: rank 0 alone in it"),
 }
