@@ -66,6 +66,8 @@ DECIDED_BY = {  # recorded run -> the rule that must decide it
     # nothing logged; one rank still in a loop its peer had left (Evidence.past_loop): said, nobody named
     "user-extra-key": C.different_collectives,    # rank 1 in reduce_metrics' loop over its keys, rank 0 gone on
     "user-uneven-abort": C.size_mismatch,         # rank 0 in the batch loop, rank 1 past it in the evaluation
+    # rank 0 finished, then was stopped while shutting down (its stack dump: no Python frame) when rank 1 lost it
+    "user-uneven-finished-stopped": C.uneven_collectives,
     "user-own-rank-zero": C.wrong_world,          # torchrun's rank 1 passes rank=0 (an --rank option): waits on its own key
     # rank 1 in the next epoch's batch loop, rank 0 in a barrier under `if ... is_best:`: no loop settles it
     "user-best-barrier": C.different_collectives,
@@ -84,7 +86,7 @@ EXPECTED_FAILURE = {  # what each user-script run must be called, besides its cu
     "user-early-stop-local": (1, "collective_mismatch"), "user-swallowed-error": (1, None),
     "user-resume-fallback": (0, "collective_mismatch"), "user-nan-break": (1, None),
     "user-extra-key": (None, "collective_mismatch"), "user-uneven-abort": (None, None),
-    "user-own-rank-zero": (1, "rendezvous_timeout"),  # None: the classifier names it
+    "user-own-rank-zero": (1, "rendezvous_timeout"), "user-uneven-finished-stopped": (1, "collective_mismatch"),  # None: the classifier names it
 }
 
 
@@ -229,6 +231,7 @@ def test_ddps_shape_check_names_no_rank_and_says_the_models_differ():
 PASTE_FALLS_SHORT = {  # what only a supervised run knows, not the text a user would paste
     "user-detail-segfault": "ddp_segfault is read from the exit records (SIGSEGV in DDP's constructor)",
     "user-uneven": "only the exit records say rank 0 had ended cleanly while rank 1 still called collectives",
+    "user-uneven-finished-stopped": "only the stack dump says rank 0 had ended its script when it was stopped",
 }
 
 
@@ -385,3 +388,17 @@ def test_exit_records_read_from_torchruns_failure_report_match_the_shims(name):
             assert rec["signal"] == "SIGTERM" and shim["returncode"] != 0, (r, rec, shim)
             continue
         assert rec["returncode"] == shim["returncode"] and rec.get("signal") == shim.get("signal"), (r, rec, shim)
+
+
+def test_a_rank_stopped_while_shutting_down_after_its_script_had_finished():
+    ev, _ = evidence("user-uneven-finished-stopped")
+    done = ev.by_rank[0]
+    assert done.record["stop_signal"] == "SIGTERM" and done.record["returncode"] == -15 and done.finished()
+    # stopped ranks that had not finished: waiting in a collective (frames in the dump), or dying of an error of
+    # their own or a lost peer (no frame left, but a traceback in the log)
+    # (in exit-abort and user-exit-segv every rank had run its script to the end: the stopped one had finished too)
+    finished_too = {"user-uneven-finished-stopped": 0, "exit-abort": 1, "user-exit-segv": 0}
+    stopped = [(name, v) for name in sorted(DECIDED_BY) for v in evidence(name)[0].views
+               if v.record.get("stop_signal") and v.stack]
+    assert len(stopped) > 20
+    assert sorted((name, v.rank) for name, v in stopped if v.finished()) == sorted(finished_too.items())

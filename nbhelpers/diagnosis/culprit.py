@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 
 from nbhelpers.diagnosis.api import Failure, Rule, Verdict
 from nbhelpers.diagnosis.hang import rank_ranges
-from nbhelpers.diagnosis.tracebacks import RANK_PREFIX, Frame, Where, stack_frames, where_from
+from nbhelpers.diagnosis.tracebacks import RANK_PREFIX, SPY_FRAME, Frame, Where, stack_frames, where_from
 
 __all__ = ["RankView", "Evidence", "RULES", "find_culprit", "named_ranks", "store_key_ranks", "torchrun_root_cause",
            "exit_records",
@@ -169,6 +169,16 @@ class RankView:
         """The last line this rank logged about its steps, epochs or batches (a script's own progress)."""
         return next((ln.strip()[:200] for ln in reversed(self.tail(400)) if PROGRESS.search(ln)
                      and not ln.lstrip().startswith(("File ", "[rank")) and "Traceback" not in ln), None)
+
+    def finished(self) -> bool:
+        """It ran its script to the end: exit 0, or stopped (a peer's failure brought torchrun's stop) while its
+        stack dump showed threads but no Python frame and its log no error: the interpreter shutting down after the
+        script's last line (a rank dying of its own exception shows no frame either, but a traceback)."""
+        if self.record.get("returncode") == 0:
+            return True
+        lines = self.stack.splitlines()
+        return bool(self.record.get("stop_signal")) and any(ln.startswith("Thread ") for ln in lines) and \
+            not any(SPY_FRAME.match(ln) for ln in lines) and self.error is None and self.traceback is None
 
     def lost_peer(self) -> bool:
         """The end of this rank's log says a peer went away (e.g. gloo's ``what(): ... Connection reset by peer``
@@ -644,11 +654,12 @@ def wrong_world(ev: Evidence) -> Verdict | None:
 
 
 def uneven_collectives(ev: Evidence) -> Verdict | None:
-    """Needs: exit records and tracebacks.  Concludes: when a rank finished its script (exit 0) while another
+    """Needs: exit records and tracebacks.  Concludes: when a rank finished its script (exit 0, or stopped while
+    shutting down after its last line: :meth:`RankView.finished`) while another
     then failed inside a collective because its peer was gone, the ranks issued different numbers of
     collectives (uneven inputs: one more batch on one rank, no ``join()``): the rank still calling
     collectives is named, with each rank's last progress line as evidence."""
-    done = [v for v in ev.views if v.record.get("returncode") == 0]
+    done = [v for v in ev.views if v.finished()]
     stuck = [v for v in ev.views if v.crashed and v.lost_peer() and v.where and v.where.collective]
     if not done or not stuck:
         return None
