@@ -44,6 +44,7 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "Rule": ("diagnosis.api", "Rule"),
     "Verdict": ("diagnosis.api", "Verdict"),
     "find_culprit": ("diagnosis.culprit", "find_culprit"),
+    "parse_log_dir": ("runtime.launcher", "result_from_dir"),
     "classify": ("diagnosis.classify", "classify"),
     "classify_file": ("diagnosis.classify", "classify_file"),
     "classify_logs": ("diagnosis.classify", "classify_logs"),
@@ -145,7 +146,8 @@ __all__ = [
     'export_report', 'fault_gallery', 'find_culprit', 'findings_table', 'fingerprint_table',
     'flight_recorder_table', 'fr_report', 'free_port', 'full_disk', 'has_end_record', 'launch', 'launch_ssh',
     'lint_env', 'lint_table', 'measure', 'missing_rank', 'nccl_chart', 'nccl_debug_run', 'nccl_effects',
-    'nccl_sample', 'nccl_summary', 'nccl_transport_ab', 'parse_nccl', 'parse_watchdog', 'paste_box', 'peak_busbw',
+    'nccl_sample', 'nccl_summary', 'nccl_transport_ab', 'parse_log_dir', 'parse_nccl', 'parse_watchdog', 'paste_box',
+    'peak_busbw',
     'preset', 'presets_table', 'probe', 'probe_port', 'race', 'race_cause', 'race_timeline', 'rank0_collective',
     'rank_error_table', 'record', 'route_to', 'run_all', 'run_fault', 'run_lab', 'safe_load', 'scale_up',
     'scan_ports', 'sequence_chart', 'sequence_table', 'setup_notebook', 'shm_dataloader', 'shm_table',
@@ -194,6 +196,7 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time each name l
     from nbhelpers.runtime.attach import attach, attach_commands
     from nbhelpers.runtime.launchconfig import Config
     from nbhelpers.runtime.launcher import Run, RunResult, launch
+    from nbhelpers.runtime.launcher import result_from_dir as parse_log_dir
     from nbhelpers.runtime.multinode import (
         MultiResult,
         MultiRun,
