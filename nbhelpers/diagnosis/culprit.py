@@ -11,7 +11,7 @@ evidence recorded from real runs).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Callable, Iterator
 
@@ -59,8 +59,8 @@ ASIDE = re.compile(r"\b(?:warn(?:ing)?|skip(?:s|ping|ped)?|stop(?:s|ping|ped)?|e
                    r"fallback|found no|no \w+ found|not found|missing|non-finite|nan|inf|ignor(?:e|es|ed|ing)|"
                    r"could not|couldn't|cannot|can't|failed|error|exception|empty|no data|giving up|retry(?:ing)?)\b",
                    re.I)
-CHATTER = re.compile(r"^\S+:\d+: \w*Warning: |^\[[WIE]\d* |^[WIE]\d{4} |\bNCCL (?:INFO|WARN)\b|^Traceback |"
-                     r"^terminate called|^\s|^Fatal Python error|^Thread 0x|^Extension modules|^Current thread")
+CHATTER = re.compile(r"^\S+:\d+: \w*Warning: |^\[[WIE]\d* |^[WIE]\d{4} |\bNCCL (?:INFO|WARN)\b|^\s|^Thread 0x|"
+                     r"^Extension modules|^Current thread")  # (tracebacks, aborts: own_lines stops at them first)
 EXCEPTION_LINE = re.compile(r"^(?:\[rank\d+\]:\s*)*((?:[A-Za-z_][\w.]*\.)?(?:[A-Z]\w*(?:Error|Exception|Interrupt)|"
                             r"Stop(?:Async)?Iteration)\b:?.*)$")
 
@@ -156,6 +156,13 @@ class RankView:
         if not hasattr(self, "_where"):
             self._where = where_from(self.log, self.stack)
         return self._where
+
+    @property
+    def position(self) -> Where | None:
+        """Where it was in the user's code when it ended: :attr:`where`, or for a rank killed by a signal that left no
+        traceback, faulthandler's dump of its stack (None when neither shows a frame of the user's)."""
+        w = self.where if self.where and self.where.user else _fatal_where(self)
+        return w if w and w.user else None
 
     @property
     def traceback(self) -> Where | None:
@@ -374,16 +381,15 @@ class Evidence:
         """A loop ``wa`` is still in and ``wb`` had left, unless ``wb`` waits in a call it makes only on a condition
         (``if is_best: dist.barrier()``): then ``wb`` may have made a call too many as well as ``wa`` an iteration."""
         mine = [f for f in wa.frames if not f.library]
-        theirs = {(f.file, f.func): f for f in wb.frames if not f.library}
-        shared = next((i for i in range(len(mine) - 1, -1, -1) if (mine[i].file, mine[i].func) in theirs), None)
+        theirs = [f for f in wb.frames if not f.library]
+        at = {(f.file, f.func): i for i, f in enumerate(theirs)}
+        shared = next((i for i in range(len(mine) - 1, -1, -1) if (mine[i].file, mine[i].func) in at), None)
         if shared is None:
             return None
         fa = mine[shared]
-        fb = theirs[(fa.file, fa.func)]
-        theirs_from = [f for f in wb.frames if not f.library]
-        theirs_from = theirs_from[theirs_from.index(fb):]
+        fb = theirs[at[(fa.file, fa.func)]]
         if any(f.file in self.sources and enclosing_block(self.sources[f.file], f.line, CONDITION)
-               for f in theirs_from):
+               for f in theirs[at[(fa.file, fa.func)]:]):
             return None
         if not deeper:
             found = loop_left(self.sources[fa.file], fa.line, fb.line) if fa.file in self.sources else None
@@ -400,8 +406,7 @@ class Evidence:
     def positions(self) -> dict[int, Where]:
         """Where each rank was in the user's code when it ended: its traceback or stack dump, or for a rank killed
         by a signal, faulthandler's dump of its stack."""
-        found = {v.rank: v.where if v.where and v.where.user else _fatal_where(v) for v in self.views}
-        return {r: w for r, w in found.items() if w and w.user}
+        return {v.rank: p for v in self.views if (p := v.position)}
 
     def settle(self, verdict: Verdict, where: dict[int, Where]) -> Verdict:
         """``verdict``, which names nobody among ranks whose calls disagree, told what the positions show (a rank
@@ -424,8 +429,8 @@ class Evidence:
                               "took a path its peers did not, so it is named", verdict.evidence + [f"rank {r}: {said}"],
                               verdict.failure)
         if left:
-            return self.nobody(verdict.kind, f"{verdict.reason}{loop}", verdict.evidence
-                               + [f"rank {inside}: in `{header}` (line {line})"], verdict.failure)
+            return replace(verdict, reason=f"{verdict.reason}{loop}",
+                           evidence=verdict.evidence + [f"rank {inside}: in `{header}` (line {line})"])
         return verdict
 
     def _up_the_stack(self, v: RankView, find: Callable[[str, int], tuple[int, str] | None]) -> tuple[int, str] | None:
@@ -954,8 +959,7 @@ def _stack_line(v: RankView) -> str:
 def _where_text(v: RankView) -> str | None:
     """The culprit's position for the verdict: ``file:line in func``, with the source line when known (for a rank
     that died of a signal, from faulthandler's dump of its stack)."""
-    w = v.where if v.where and v.where.user else _fatal_where(v)
-    return str(w.user) if w and w.user else None
+    return str(p.user) if (p := v.position) else None
 
 
 def _fatal_where(v: RankView) -> Where | None:
