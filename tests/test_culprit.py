@@ -71,6 +71,8 @@ DECIDED_BY = {  # recorded run -> the rule that must decide it
     "user-own-rank-zero": C.wrong_world,          # torchrun's rank 1 passes rank=0 (an --rank option): waits on its own key
     # rank 1 in the next epoch's batch loop, rank 0 in a barrier under `if ... is_best:`: no loop settles it
     "user-best-barrier": C.different_collectives,
+    # rank 1 in evaluate() under `if self.tokens_seen >= self.next_eval:` (its own count), rank 0 in the next backward
+    "user-eval-tokens": C.size_mismatch,
 }
 EXPECTED_FAILURE = {  # what each user-script run must be called, besides its culprit
     "user-valueerror": (1, "rank_error"), "user-oom-allgather": (1, "oom_in_collective"),
@@ -86,7 +88,7 @@ EXPECTED_FAILURE = {  # what each user-script run must be called, besides its cu
     "user-early-stop-local": (1, "collective_mismatch"), "user-swallowed-error": (1, None),
     "user-resume-fallback": (0, "collective_mismatch"), "user-nan-break": (1, None),
     "user-extra-key": (None, "collective_mismatch"), "user-uneven-abort": (None, None),
-    "user-own-rank-zero": (1, "rendezvous_timeout"), "user-uneven-finished-stopped": (1, "collective_mismatch"),  # None: the classifier names it
+    "user-own-rank-zero": (1, "rendezvous_timeout"), "user-eval-tokens": (None, None), "user-uneven-finished-stopped": (1, "collective_mismatch"),  # None: the classifier names it
 }
 
 
@@ -374,6 +376,22 @@ def test_a_loop_settles_nothing_when_the_rank_past_it_waits_in_a_conditional_cal
     assert ev.odd_one_out is None and ev.past_loop(ev.positions) is None
     v = C.different_collectives(ev)
     assert v.culprit is None and "on_epoch_end" in v.reason, v
+    # what it does say: rank 0's barrier is under a condition rank 1 was not in
+    assert "Rank 0's call is under `if (epoch + 1) % self.save_every == 0 and is_best` (line 64" in v.reason, v
+
+
+def test_a_call_under_a_condition_its_peer_was_not_in_is_said_and_names_nobody():
+    # train_lm_tokens.py (seventh set): evaluate() runs when the rank's own token count crosses a mark; rank 1's count
+    # crossed it first, so it reduced two floats while rank 0 was in the next batch's gradient all_reduce. Which rank
+    # is "wrong" the condition cannot tell (the is_best barrier above is the same shape, and its writer named nobody)
+    ev, _ = evidence("user-eval-tokens")
+    assert ev.past_loop(ev.positions) is None
+    inside, past, line, header, func = ev.branch_apart(ev.positions)
+    assert (inside, past, line, func) == (1, 0, 145, "train") and header == "if self.tokens_seen >= self.next_eval"
+    v = C.size_mismatch(ev)
+    assert v.culprit is None and "under `if self.tokens_seen >= self.next_eval` (line 145" in v.reason, v
+    # a rank whose line sits in the same branch as its peer's is not apart: the branch must hold one rank only
+    assert ev.branch_apart({0: ev.positions[1], 1: ev.positions[1]}) is None
 
 
 @pytest.mark.parametrize("name", sorted(n for n in DECIDED_BY if "exitcode" in (RUNS / n / "torchrun.log").read_text()))

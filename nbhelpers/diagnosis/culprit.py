@@ -402,6 +402,32 @@ class Evidence:
                 return (*found, f.func)
         return None
 
+    def branch_apart(self, where: dict[int, Where]) -> tuple[int, int, int, str, str] | None:
+        """Of ranks waiting at different places, one whose call sits under a condition its peer's position is not
+        under (rank 1 in ``evaluate()`` under ``if self.tokens_seen >= self.next_eval:`` while rank 0 is in the next
+        batch's backward; rank 0 in ``dist.barrier()`` under ``if ... is_best:``): (the rank in the branch, its peer,
+        the condition's line, its header, its function).  Read in the innermost function of the user's code both are
+        in, then in the calls only the rank in the branch had made from there."""
+        for a, b in ((a, b) for a in where for b in where if a != b):
+            mine = [f for f in where[a].frames if not f.library]
+            theirs = {(f.file, f.func): f for f in where[b].frames if not f.library}
+            shared = next((i for i in range(len(mine) - 1, -1, -1) if (mine[i].file, mine[i].func) in theirs), None)
+            if shared is None or mine[shared].file not in self.sources:
+                continue
+            fa = mine[shared]
+            lines = self.sources[fa.file].splitlines()
+            peer = set(_headers(lines, theirs[(fa.file, fa.func)].line))
+            found = next(((i + 1, lines[i].strip().rstrip(":"), fa.func) for i in _headers(lines, fa.line)
+                          if CONDITION.match(lines[i]) and i not in peer), None)
+            for f in reversed(mine[shared + 1:]) if not found and fa.line != theirs[(fa.file, fa.func)].line else ():
+                cond = enclosing_block(self.sources[f.file], f.line, CONDITION) if f.file in self.sources else None
+                if cond:
+                    found = (*cond, f.func)
+                    break
+            if found:
+                return a, b, *found
+        return None
+
     @cached_property
     def positions(self) -> dict[int, Where]:
         """Where each rank was in the user's code when it ended: its traceback or stack dump, or for a rank killed
@@ -423,12 +449,20 @@ class Evidence:
                     "fewer (a rank-local break or early stop, another start epoch on resume). Make every rank run the "
                     "same iterations: the same number of batches or items, the same start, a stop decided together "
                     "(an all_reduce of a flag)")
+        branch = None if left else self.branch_apart(where)
+        if branch:
+            inside, past, line, header, func = branch
+            loop = (f". Rank {inside}'s call is under `{header}` (line {line}, in {func}), and rank {past} was not "
+                    "in that branch but in another call: a condition that reads a rank's own state (its own loss, "
+                    "counter, data or clock) holds on one rank and not on another. A collective under a condition "
+                    "needs the same condition on every rank: decide it from values every rank shares (all_reduce the "
+                    "flag or the counter first, or use the global step)")
         if self.odd_one_out is not None:
             r, said = self.odd_one_out
             return self.blame(r, verdict.kind, f"{verdict.reason}{loop}. Rank {r} alone had logged `{said}` before: it "
                               "took a path its peers did not, so it is named", verdict.evidence + [f"rank {r}: {said}"],
                               verdict.failure)
-        if left:
+        if left or branch:
             return replace(verdict, reason=f"{verdict.reason}{loop}",
                            evidence=verdict.evidence + [f"rank {inside}: in `{header}` (line {line})"])
         return verdict

@@ -107,6 +107,8 @@ RUNS = {
                            "init_process_group(rank=args.rank) with --rank left at 0: both processes join as rank 0"),
     "user-best-barrier": (user("seq2seq_callbacks", folder="tests/userscripts_heldout2"),
                           "dist.barrier() only when a rank's own validation loss improved: rank 0 alone in it"),
+    "user-eval-tokens": (user("train_lm_tokens", folder="tests/userscripts_heldout7"),
+                         "evaluation when a rank's own token count crosses a mark: rank 1 evaluates while rank 0 trains"),
 }
 TMP = Path(__import__("tempfile").mkdtemp(prefix="nbh-record-"))
 
