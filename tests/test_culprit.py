@@ -20,6 +20,7 @@ HELDOUT4 = Path(__file__).resolve().parent / "userscripts_heldout4"
 HELDOUT5 = Path(__file__).resolve().parent / "userscripts_heldout5"
 HELDOUT6 = Path(__file__).resolve().parent / "userscripts_heldout6"
 HELDOUT7 = Path(__file__).resolve().parent / "userscripts_heldout7"
+HELDOUT8 = Path(__file__).resolve().parent / "userscripts_heldout8"
 HELDOUT = Path(__file__).resolve().parent / "userscripts_heldout"
 
 DECIDED_BY = {  # recorded run -> the rule that must decide it
@@ -73,6 +74,7 @@ DECIDED_BY = {  # recorded run -> the rule that must decide it
     "user-best-barrier": C.different_collectives,
     # rank 1 in evaluate() under `if self.tokens_seen >= self.next_eval:` (its own count), rank 0 in the next backward
     "user-eval-tokens": C.size_mismatch,
+    "user-freeze-after-wrap": C.same_error,  # DDP's reducer error on both ranks: layers frozen after wrapping (eighth set)
 }
 EXPECTED_FAILURE = {  # what each user-script run must be called, besides its culprit
     "user-valueerror": (1, "rank_error"), "user-oom-allgather": (1, "oom_in_collective"),
@@ -88,14 +90,15 @@ EXPECTED_FAILURE = {  # what each user-script run must be called, besides its cu
     "user-early-stop-local": (1, "collective_mismatch"), "user-swallowed-error": (1, None),
     "user-resume-fallback": (0, "collective_mismatch"), "user-nan-break": (1, None),
     "user-extra-key": (None, "collective_mismatch"), "user-uneven-abort": (None, None),
-    "user-own-rank-zero": (1, "rendezvous_timeout"), "user-eval-tokens": (None, None), "user-uneven-finished-stopped": (1, "collective_mismatch"),  # None: the classifier names it
+    "user-own-rank-zero": (1, "rendezvous_timeout"), "user-eval-tokens": (None, None),
+    "user-freeze-after-wrap": (None, "rank_error"),  # the run's category is the classifier's collective_mismatch "user-uneven-finished-stopped": (1, "collective_mismatch"),  # None: the classifier names it
 }
 
 
 def evidence(name: str) -> tuple[C.Evidence, dict]:
     views, torchrun_log = read_run_dir(RUNS / name)
     meta = json.loads((RUNS / name / "run.json").read_text())
-    return C.Evidence(views, meta["status"], None, torchrun_log, read_sources(views, [EXAMPLES, HELDOUT, HELDOUT2, HELDOUT3, HELDOUT4, HELDOUT5, HELDOUT6, HELDOUT7])), meta
+    return C.Evidence(views, meta["status"], None, torchrun_log, read_sources(views, [EXAMPLES, HELDOUT, HELDOUT2, HELDOUT3, HELDOUT4, HELDOUT5, HELDOUT6, HELDOUT7, HELDOUT8])), meta
 
 
 @pytest.mark.parametrize("name", sorted(DECIDED_BY))
@@ -420,3 +423,19 @@ def test_a_rank_stopped_while_shutting_down_after_its_script_had_finished():
                if v.record.get("stop_signal") and v.stack]
     assert len(stopped) > 20
     assert sorted((name, v.rank) for name, v in stopped if v.finished()) == sorted(finished_too.items())
+
+
+def test_ddps_reducer_error_on_every_rank_gets_the_advice_for_parameters_without_gradients():
+    # freeze_schedule.py (eighth set): a callback calls requires_grad_(False) on layers after DDP wrapped the model;
+    # every rank raises "Expected to have finished reduction in the prior iteration". The run is a collective mismatch
+    # (as the corpus's threads with that error are labelled), and its advice says what this error needs
+    from nbhelpers.diagnosis.categories import run_failure
+    from nbhelpers.diagnosis.classify import classify_logs
+    from nbhelpers.diagnosis.remedies import advice
+
+    ev, meta = evidence("user-freeze-after-wrap")
+    v = C.find_culprit(ev.views, ev.status, torchrun_log=ev.torchrun_log, sources=ev.sources)
+    found = classify_logs({r.rank: r.log for r in ev.views}, ev.torchrun_log)
+    failure = run_failure(v.failure, found[0].failure)
+    assert v.culprit is None and failure.value == "collective_mismatch" == meta["category"]
+    assert any("requires_grad_(False)" in a and "find_unused_parameters=True" in a for a in advice(v.kind, failure))

@@ -34,7 +34,12 @@ REMEDIES: dict[Failure | Rule, tuple[str, ...]] = {
         "instead (python -m nbhelpers run). On NCCL, NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL logs every rank's "
         "collectives with their opCount and count: doctor names the first opCount where the ranks disagree.",
         "Look for data-dependent control flow: a rank that skips a collective, variable-length tensors in "
-        "all_gather, a collective inside `if rank == 0:` (notebooks 03, 04)."),
+        "all_gather, a collective inside `if rank == 0:` (notebooks 03, 04).",
+        "DDP's 'Expected to have finished reduction in the prior iteration' (or 'did not receive grad'): parameters "
+        "got no gradient in a step, so DDP's gradient all_reduce never completed: a branch of the model some batches "
+        "skip, or layers frozen (requires_grad_(False)) after the model was wrapped. Freeze before wrapping (or wrap "
+        "again), make every parameter take part in the loss, or pass find_unused_parameters=True; the parameter "
+        "indices it lists (names under TORCH_DISTRIBUTED_DEBUG=INFO) say which."),
     Failure.NCCL_UNHANDLED_CUDA_ERROR: (
         "Rerun with NCCL_DEBUG=INFO (and CUDA_LAUNCH_BLOCKING=1 while debugging) to see the failing CUDA call "
         "(notebook 02).",

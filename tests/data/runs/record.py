@@ -109,6 +109,8 @@ RUNS = {
                           "dist.barrier() only when a rank's own validation loss improved: rank 0 alone in it"),
     "user-eval-tokens": (user("train_lm_tokens", folder="tests/userscripts_heldout7"),
                          "evaluation when a rank's own token count crosses a mark: rank 1 evaluates while rank 0 trains"),
+    "user-freeze-after-wrap": (user("freeze_schedule", folder="tests/userscripts_heldout8"),
+                               "a callback freezes layers after DDP wrapped the model: DDP's reducer error on every rank"),
 }
 TMP = Path(__import__("tempfile").mkdtemp(prefix="nbh-record-"))
 
