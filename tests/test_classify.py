@@ -481,6 +481,16 @@ def test_wordings_of_the_ninth_collection(thread, category):
     assert C.classify(train_log(thread), model=False)[0].category == category
 
 
+@pytest.mark.parametrize("thread, category", [
+    ("horovod/horovod#1329", "version_mismatch"),  # "Neither MPI nor Gloo support has been built"
+    ("pytorch/pytorch#92573", "version_mismatch"),  # init_process_group('mpi'): "Unknown c10d backend type MPI"
+    ("vllm-project/vllm#3911", "version_mismatch"),  # vLLM's NCCL wrapper: "name 'ncclGetVersion' is not defined"
+    ("pytorch/examples#689", "network_interface"),  # "Connect to 172.18.0.1<49273> failed": a docker bridge's gateway
+])
+def test_wordings_of_the_tenth_collection(thread, category):
+    assert C.classify(train_log(thread), model=False)[0].category == category
+
+
 def test_libibverbs_probing_for_missing_providers_alone_is_no_failure():
     # NVIDIA/nccl#1044: the maintainers' answer: printed by libibverbs while it probes its provider drivers, harmless
     assert C.classify(train_log("NVIDIA/nccl#1044"), model=False) == []

@@ -342,6 +342,9 @@ RULES: list[Rule] = [
     # to 127.0.0.1<45069> failed"
     R("network_interface", "127.0.1.1", r"connect(?:ing|ed)? to 127\.0\.1\.1\b|\brefused\b", 6),
     R("network_interface", "connect to 127.", r"socketstartconnect: connect to 127\.[\d.]+<\d+> failed", 5),
+    # ...or to a docker bridge's gateway (172.17.0.1, 172.18.0.1: the host's side of a bridge, advertised by a peer
+    # that picked the bridge's interface) or a link-local address: "Connect to 172.18.0.1<49273> failed"
+    R("network_interface", "connect to", r"\bconnect to (172\.(1[7-9]|2\d|3[01])\.0\.1|169\.254\.\d+\.\d+)<\d+> failed", 6),
     # launchers that could not find the host among its interfaces, or peers seen from another address (NAT, a
     # container network): Paddle's "Can't find your local ip {127.0.0.1}", Horovod's NoValidAddressesFound and
     # "declared addresses ... but has connected from a different address", Open MPI's btl "Match incoming
@@ -515,6 +518,12 @@ RULES: list[Rule] = [
     # the same for MPI or UCC, and as people retype it ("doesn't have NCCL bulit in")
     R('version_mismatch', "distributed package doesn't have", r"doesn't have (nccl|mpi|ucc|gloo) bu\w*t in", 6),
     R('version_mismatch', "nccl support is not compiled", weight=4, in_warnings=True),
+    # builds without a backend, as launchers and torch word it: Horovod's "Neither MPI nor Gloo support has been
+    # built", init_process_group(backend='mpi') on a torch without MPI ("Unknown c10d backend type MPI"), vLLM's
+    # NCCL wrapper that found no usable libnccl ("name 'ncclGetVersion' is not defined")
+    R('version_mismatch', "neither mpi nor gloo support has been built", weight=7),
+    R('version_mismatch', "unknown c10d backend type", r"unknown c10d backend type (mpi|nccl|ucc|gloo|xccl)\b", 5),
+    R('version_mismatch', "is not defined", r"name '_?nccl\w+' is not defined", 5),
     # DDP's reducer changed in torch 1.7 under mmcv's MMDistributedDataParallel (pytorch/pytorch#47050)
     R('version_mismatch', "rebuilt_param_indices_.size()", weight=6),
     # torch/csrc/distributed/c10d/TCPStore.cpp (libtorch_cpu.so)
