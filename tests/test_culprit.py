@@ -21,6 +21,7 @@ HELDOUT5 = Path(__file__).resolve().parent / "userscripts_heldout5"
 HELDOUT6 = Path(__file__).resolve().parent / "userscripts_heldout6"
 HELDOUT7 = Path(__file__).resolve().parent / "userscripts_heldout7"
 HELDOUT8 = Path(__file__).resolve().parent / "userscripts_heldout8"
+HELDOUT9 = Path(__file__).resolve().parent / "userscripts_heldout9"
 HELDOUT = Path(__file__).resolve().parent / "userscripts_heldout"
 
 DECIDED_BY = {  # recorded run -> the rule that must decide it
@@ -75,6 +76,9 @@ DECIDED_BY = {  # recorded run -> the rule that must decide it
     # rank 1 in evaluate() under `if self.tokens_seen >= self.next_eval:` (its own count), rank 0 in the next backward
     "user-eval-tokens": C.size_mismatch,
     "user-freeze-after-wrap": C.same_error,  # DDP's reducer error on both ranks: layers frozen after wrapping (eighth set)
+    # a store key of the script's own (ninth set): rank 1 waited for "vocab", rank 0 never did (it had a cache)
+    "user-store-key": C.key_never_set,
+    "user-store-gate": C.key_never_set,  # every rank waited for ".../epoch_sync/gate/1": nobody, and no rank 1 in it
 }
 EXPECTED_FAILURE = {  # what each user-script run must be called, besides its culprit
     "user-valueerror": (1, "rank_error"), "user-oom-allgather": (1, "oom_in_collective"),
@@ -91,14 +95,15 @@ EXPECTED_FAILURE = {  # what each user-script run must be called, besides its cu
     "user-resume-fallback": (0, "collective_mismatch"), "user-nan-break": (1, None),
     "user-extra-key": (None, "collective_mismatch"), "user-uneven-abort": (None, None),
     "user-own-rank-zero": (1, "rendezvous_timeout"), "user-eval-tokens": (None, None),
-    "user-freeze-after-wrap": (None, "rank_error"),  # the run's category is the classifier's collective_mismatch "user-uneven-finished-stopped": (1, "collective_mismatch"),  # None: the classifier names it
+    "user-freeze-after-wrap": (None, "rank_error"),  # the run's category is the classifier's collective_mismatch
+    "user-store-key": (0, None), "user-store-gate": (None, None), "user-uneven-finished-stopped": (1, "collective_mismatch"),  # None: the classifier names it
 }
 
 
 def evidence(name: str) -> tuple[C.Evidence, dict]:
     views, torchrun_log = read_run_dir(RUNS / name)
     meta = json.loads((RUNS / name / "run.json").read_text())
-    return C.Evidence(views, meta["status"], None, torchrun_log, read_sources(views, [EXAMPLES, HELDOUT, HELDOUT2, HELDOUT3, HELDOUT4, HELDOUT5, HELDOUT6, HELDOUT7, HELDOUT8])), meta
+    return C.Evidence(views, meta["status"], None, torchrun_log, read_sources(views, [EXAMPLES, HELDOUT, HELDOUT2, HELDOUT3, HELDOUT4, HELDOUT5, HELDOUT6, HELDOUT7, HELDOUT8, HELDOUT9])), meta
 
 
 @pytest.mark.parametrize("name", sorted(DECIDED_BY))
@@ -439,3 +444,30 @@ def test_ddps_reducer_error_on_every_rank_gets_the_advice_for_parameters_without
     failure = run_failure(v.failure, found[0].failure)
     assert v.culprit is None and failure.value == "collective_mismatch" == meta["category"]
     assert any("requires_grad_(False)" in a and "find_unused_parameters=True" in a for a in advice(v.kind, failure))
+
+
+def test_a_store_key_of_the_scripts_own_is_no_ranks_key():
+    # a process group's key of a rank (gloo: /default_pg/0//cpu//0/1) names the rank waited for; a key the script
+    # set itself, even one ending in a number (.../epoch_sync/gate/1, epoch 1's gate), does not
+    gloo = "torch.distributed.DistStoreError: wait timeout after 10000ms, keys: /default_pg/0//cpu//0/1"
+    assert C.store_key_ranks(gloo) == {1} and C.user_store_keys(gloo) == []
+    ev, _ = evidence("user-store-gate")
+    errors = [v.error for v in ev.views]
+    assert all("/default_pg/0//epoch_sync/gate/1" in e for e in errors), errors
+    assert all(C.store_key_ranks(e) == set() and C.user_store_keys(e) == ["/default_pg/0//epoch_sync/gate/1"]
+               for e in errors)
+    assert C.wrong_world(ev) is None and C.named(ev) is None
+    v = C.key_never_set(ev)
+    assert v.culprit is None and "no rank set it" in v.reason, v
+
+
+def test_the_one_rank_that_never_waited_for_the_scripts_store_key_is_named():
+    # vocab_cache_trainer.py (ninth set): rank 0 loads a cached vocabulary and returns before store.set("vocab");
+    # rank 1 times out in store.get while rank 0 is in DDP's constructor, where it loses rank 1
+    ev, _ = evidence("user-store-key")
+    assert C.user_store_keys(ev.by_rank[1].error) == ["/default_pg/0//vocab"] and not C.user_store_keys(ev.by_rank[0].error)
+    v = C.key_never_set(ev)
+    assert v.culprit == 0 and "`/default_pg/0//vocab`" in v.reason and "vocab_cache_trainer.py:" in v.reason, v
+    # and the log classifier calls it the store's timeout, not a killed worker: rank 0's lost peer follows from it
+    from nbhelpers.diagnosis.classify import classify_logs
+    assert classify_logs({v.rank: v.log for v in ev.views}, ev.torchrun_log)[0].category == "rendezvous_timeout"

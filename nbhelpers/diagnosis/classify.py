@@ -1737,9 +1737,11 @@ def _findings(st: _State) -> list[Finding]:
     if own:  # the peers' lost connections and the launcher's report follow from the rank's own error
         consequences.add("worker_killed")
     killed = [r for r in st.hits.get("worker_killed", {}) if counted("worker_killed", r)]
-    if killed and "collective_timeout" in scores and all(r.needle in PEER_GONE_NEEDLES for r in killed):
-        # only "connection closed by peer": a rank that timed out and exited closes its peers' connections,
-        # so here the lost peer is a consequence of the timeout, not a killed rank (notebook 04)
+    if killed and scores.keys() & {"collective_timeout", "rendezvous_timeout"} and \
+            all(r.needle in PEER_GONE_NEEDLES for r in killed):
+        # only "connection closed by peer": a rank that timed out (in a collective, or waiting for a store key) and
+        # exited closes its peers' connections, so here the lost peer is a consequence of the timeout, not a killed
+        # rank (notebook 04)
         consequences.add("worker_killed")
     if killed and "exit_without_destroy" in scores and all(r in TEARDOWN_SIGNAL_RULES for r in killed):
         # a rank that aborted at exit ("terminate called without an active exception") is reported by torchrun as

@@ -53,6 +53,7 @@ LOCK_BLOCK = re.compile(r"^\s*(?:async\s+)?with\b.*(?:lock|Lock|LOCK|mutex|Mutex
 RANK_CONDITION = re.compile(r"^\s*(if|elif)\b(.*(?:\brank\b|_rank\b|get_rank\(|is_main|is_master|main_process|master_process|"
                             r"is_rank_zero|rank_zero|is_global_zero|is_local_main|local_main).*):\s*(#.*)?$")
 STORE_KEYS = re.compile(r"wait timeout after \d+ ?ms, keys: (\S+)")
+RANK_KEY = re.compile(r"//(?:[a-z]+//)?\d+/(\d+)$")  # a process group's key of a rank: gloo's /default_pg/0//cpu//0/1
 MONITORED = re.compile(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier")
 # A line a script logs when it takes a path of its own: it skipped, stopped, fell back, found something missing.
 ASIDE = re.compile(r"\b(?:warn(?:ing)?|skip(?:s|ping|ped)?|stop(?:s|ping|ped)?|early[ -]stop\w*|fall(?:s|ing)? ?back|"
@@ -231,14 +232,23 @@ def _signal_text(rec: dict) -> str:
 
 
 def store_key_ranks(text: str | None) -> set[int]:
-    """The ranks whose store keys a ``wait timeout after ... keys: ...`` error waited on."""
+    """The ranks whose store keys a ``wait timeout after ... keys: ...`` error waited on: a process group's key of a
+    rank (gloo's ``/default_pg/0//cpu//0/1``), not a key of the script's own that ends in a number (``.../gate/1``)."""
     found: set[int] = set()
     for keys in STORE_KEYS.findall(text or ""):
         for key in keys.split(","):
-            m = re.search(r"/(\d+)$", key.strip())
+            m = RANK_KEY.search(key.strip())
             if m:
                 found.add(int(m.group(1)))
     return found
+
+
+def user_store_keys(text: str | None) -> list[str]:
+    """The keys of the script's own (``store.get("vocab")``: ``/default_pg/0//vocab``) that a ``wait timeout after
+    ... keys: ...`` error waited on: not a rank's key, not NCCL's id counter (``/default_pg/0//0``), not c10d's
+    store-based barrier."""
+    return [k for keys in STORE_KEYS.findall(text or "") for key in keys.split(",") if (k := key.strip().rstrip(".,"))
+            and not RANK_KEY.search(k) and not re.search(r"//\d+$", k) and "store_based_barrier" not in k]
 
 
 def named_ranks(text: str | None, world: int) -> set[int]:
@@ -692,6 +702,36 @@ def wrong_world(ev: Evidence) -> Verdict | None:
     return None
 
 
+def key_never_set(ev: Evidence) -> Verdict | None:
+    """Needs: the waiting ranks' errors.  Concludes: when ranks timed out waiting for a store key of the script's own
+    (``store.get("vocab")``), not a rank's key, while exactly one rank did not wait for it (it had gone on: into
+    DDP's constructor, a collective, or lost its peers there), that rank never set the key it was to set (a path
+    that returns before ``store.set``, a key of another name): it is named.  When every rank waited, nobody is
+    set apart here (a gate that no rank opens: a counter never reset, a key that changed)."""
+    waiting = {v.rank: keys for v in ev.views if (keys := user_store_keys(v.error))}
+    others = [v for v in ev.views if v.rank not in waiting]
+    if waiting and not others:
+        key = next(iter(waiting.values()))[0]
+        return ev.nobody(Rule.UNKNOWN, f"every rank timed out waiting for the store key `{key}`, a key of the "
+                         "script's own, and no rank set it: a gate that no rank opens (a counter never reset between "
+                         "rounds, a key whose name changed, a rank expected to set it that waits too). Read where the "
+                         "key is set; a dist.barrier() does this without a hand-made protocol",
+                         [f"rank {r}: {ev.by_rank[r].error}" for r in sorted(waiting)])
+    if not waiting or len(others) != 1:
+        return None
+    v = others[0]
+    if v.error and not _is_victim_error(v.error):
+        return None  # it failed on its own: its error says more (crashed, own_error)
+    key = next(iter(waiting.values()))[0]
+    at = f" ({v.position.describe()})" if v.position else ""
+    who = ", ".join(str(r) for r in sorted(waiting))
+    return ev.blame(v.rank, Rule.NAMED, f"rank{'s' if len(waiting) > 1 else ''} {who} timed out waiting for the store "
+                    f"key `{key}`, a key of the script's own, and rank {v.rank} never waited for it: it had gone on"
+                    f"{at}. The rank that was to set it did not: a path that returns before `store.set` (a cache found "
+                    "on disk, an early exit), or a key set under another name. Set it on every path, or have every "
+                    "rank wait at one barrier after it", [f"rank {r}: {ev.by_rank[r].error}" for r in sorted(waiting)])
+
+
 def uneven_collectives(ev: Evidence) -> Verdict | None:
     """Needs: exit records and tracebacks.  Concludes: when a rank finished its script (exit 0, or stopped while
     shutting down after its last line: :meth:`RankView.finished`) while another
@@ -885,7 +925,7 @@ def nobody_stands_out(ev: Evidence) -> Verdict:
 
 RULES: list[Callable[[Evidence], Verdict | None]] = [
     passed, desync_rule, size_mismatch, model_mismatch, exit_without_destroy, ddp_segfault, same_error, crashed,
-    wrong_world, named,
+    wrong_world, named, key_never_set,
     uneven_collectives, late, unmatched, different_collectives, collective_in_lock, outside_collective,
     furthest_behind, unreachable,
     own_error, nobody_stands_out,

@@ -111,6 +111,10 @@ RUNS = {
                          "evaluation when a rank's own token count crosses a mark: rank 1 evaluates while rank 0 trains"),
     "user-freeze-after-wrap": (user("freeze_schedule", folder="tests/userscripts_heldout8"),
                                "a callback freezes layers after DDP wrapped the model: DDP's reducer error on every rank"),
+    "user-store-key": (user("vocab_cache_trainer", folder="tests/userscripts_heldout9"),
+                       "rank 0 finds a cached vocabulary and never sets the store key rank 1 waits for"),
+    "user-store-gate": (user("store_epoch_sync", folder="tests/userscripts_heldout9"),
+                        "a hand-made epoch gate on the store, its counter never reset: every rank waits for epoch 1's key"),
 }
 TMP = Path(__import__("tempfile").mkdtemp(prefix="nbh-record-"))
 
