@@ -22,6 +22,7 @@ HELDOUT6 = Path(__file__).resolve().parent / "userscripts_heldout6"
 HELDOUT7 = Path(__file__).resolve().parent / "userscripts_heldout7"
 HELDOUT8 = Path(__file__).resolve().parent / "userscripts_heldout8"
 HELDOUT9 = Path(__file__).resolve().parent / "userscripts_heldout9"
+HELDOUT10 = Path(__file__).resolve().parent / "userscripts_heldout10"
 HELDOUT = Path(__file__).resolve().parent / "userscripts_heldout"
 
 DECIDED_BY = {  # recorded run -> the rule that must decide it
@@ -79,6 +80,8 @@ DECIDED_BY = {  # recorded run -> the rule that must decide it
     # a store key of the script's own (ninth set): rank 1 waited for "vocab", rank 0 never did (it had a cache)
     "user-store-key": C.key_never_set,
     "user-store-gate": C.key_never_set,  # every rank waited for ".../epoch_sync/gate/1": nobody, and no rank 1 in it
+    # rank 0 in a custom autograd Function's backward all_reduce, rank 1 in DDP's: its loss left that term out (tenth set)
+    "user-autograd-collective": C.different_collectives,
 }
 EXPECTED_FAILURE = {  # what each user-script run must be called, besides its culprit
     "user-valueerror": (1, "rank_error"), "user-oom-allgather": (1, "oom_in_collective"),
@@ -96,14 +99,15 @@ EXPECTED_FAILURE = {  # what each user-script run must be called, besides its cu
     "user-extra-key": (None, "collective_mismatch"), "user-uneven-abort": (None, None),
     "user-own-rank-zero": (1, "rendezvous_timeout"), "user-eval-tokens": (None, None),
     "user-freeze-after-wrap": (None, "rank_error"),  # the run's category is the classifier's collective_mismatch
-    "user-store-key": (0, None), "user-store-gate": (None, None), "user-uneven-finished-stopped": (1, "collective_mismatch"),  # None: the classifier names it
+    "user-store-key": (0, None), "user-store-gate": (None, None),
+    "user-autograd-collective": (None, "collective_mismatch"), "user-uneven-finished-stopped": (1, "collective_mismatch"),  # None: the classifier names it
 }
 
 
 def evidence(name: str) -> tuple[C.Evidence, dict]:
     views, torchrun_log = read_run_dir(RUNS / name)
     meta = json.loads((RUNS / name / "run.json").read_text())
-    return C.Evidence(views, meta["status"], None, torchrun_log, read_sources(views, [EXAMPLES, HELDOUT, HELDOUT2, HELDOUT3, HELDOUT4, HELDOUT5, HELDOUT6, HELDOUT7, HELDOUT8, HELDOUT9])), meta
+    return C.Evidence(views, meta["status"], None, torchrun_log, read_sources(views, [EXAMPLES, HELDOUT, HELDOUT2, HELDOUT3, HELDOUT4, HELDOUT5, HELDOUT6, HELDOUT7, HELDOUT8, HELDOUT9, HELDOUT10])), meta
 
 
 @pytest.mark.parametrize("name", sorted(DECIDED_BY))
@@ -471,3 +475,18 @@ def test_the_one_rank_that_never_waited_for_the_scripts_store_key_is_named():
     # and the log classifier calls it the store's timeout, not a killed worker: rank 0's lost peer follows from it
     from nbhelpers.diagnosis.classify import classify_logs
     assert classify_logs({v.rank: v.log for v in ev.views}, ev.torchrun_log)[0].category == "rendezvous_timeout"
+
+
+def test_a_collective_in_a_custom_autograd_functions_backward_that_a_peer_never_reached_is_said():
+    # supcon_pretrain.py (tenth set): GatherLayer(torch.autograd.Function) all_reduces in its backward; rank 1's loss
+    # leaves the contrastive term out when its batch has fewer than 2 labelled rows, so its backward (DDP's
+    # all_reduce) never reaches that call. Both ranks sit at the same loss.backward() line: no branch, no loop tells
+    ev, _ = evidence("user-autograd-collective")
+    where = {v.rank: v.where for v in ev.views}
+    assert ev.past_loop(where) is None and ev.branch_apart(where) is None
+    assert ev.in_autograd(where) == (0, 1, 48, "class GatherLayer(torch.autograd.Function)")
+    v = C.different_collectives(ev)
+    assert v.culprit is None and "backward of `class GatherLayer(torch.autograd.Function)` (line 48)" in v.reason, v
+    # a backward of a plain class (not an autograd Function) is not one
+    assert C.enclosing_class("class Head(nn.Module):\n    def backward(self, g):\n        return g\n", 3) == (
+        1, "class Head(nn.Module)") and not C.AUTOGRAD_FUNCTION.match("class Head(nn.Module)")

@@ -438,6 +438,20 @@ class Evidence:
                 return a, b, *found
         return None
 
+    def in_autograd(self, where: dict[int, Where]) -> tuple[int, int, int, str] | None:
+        """Of ranks waiting at different places, one whose collective sits in the ``backward`` of a custom autograd
+        Function (``class GatherLayer(torch.autograd.Function)``) that its peer's backward did not reach: (that rank,
+        its peer, the class's line, its header)."""
+        for a, b in ((a, b) for a in where for b in where if a != b):
+            mine = [f for f in where[a].frames if not f.library]
+            f = mine[-1] if mine else None
+            if f is None or f.func != "backward" or f.file not in self.sources:
+                continue
+            cls = enclosing_class(self.sources[f.file], f.line)
+            if cls and AUTOGRAD_FUNCTION.match(cls[1]) and not any((g.file, g.line) == (f.file, f.line) for g in where[b].frames):
+                return a, b, *cls
+        return None
+
     @cached_property
     def positions(self) -> dict[int, Where]:
         """Where each rank was in the user's code when it ended: its traceback or stack dump, or for a rank killed
@@ -459,7 +473,16 @@ class Evidence:
                     "fewer (a rank-local break or early stop, another start epoch on resume). Make every rank run the "
                     "same iterations: the same number of batches or items, the same start, a stop decided together "
                     "(an all_reduce of a flag)")
-        branch = None if left else self.branch_apart(where)
+        graph = None if left else self.in_autograd(where)
+        branch = None if left or graph else self.branch_apart(where)
+        if graph:
+            inside, past, line, header = graph
+            loop = (f". Rank {inside}'s collective is in the backward of `{header}` (line {line}), which autograd runs "
+                    f"only on a rank whose loss used that function's output in this step: rank {past}'s backward did "
+                    f"not reach it, so its loss left that term out (a term added under a condition on the rank's own "
+                    f"batch: too few labelled rows, an empty mask), or rank {inside}'s loss had it extra. A collective "
+                    "inside autograd must run on every rank at every step: compute the term on every rank (times zero "
+                    "where it does not apply)")
         if branch:
             inside, past, line, header, func = branch
             loop = (f". Rank {inside}'s call is under `{header}` (line {line}, in {func}), and rank {past} was not "
@@ -472,7 +495,7 @@ class Evidence:
             return self.blame(r, verdict.kind, f"{verdict.reason}{loop}. Rank {r} alone had logged `{said}` before: it "
                               "took a path its peers did not, so it is named", verdict.evidence + [f"rank {r}: {said}"],
                               verdict.failure)
-        if left or branch:
+        if left or branch or graph:
             return replace(verdict, reason=f"{verdict.reason}{loop}",
                            evidence=verdict.evidence + [f"rank {inside}: in `{header}` (line {line})"])
         return verdict
@@ -1086,6 +1109,7 @@ def _enclosing(source: str, line: int, accept: Callable[[list[str], int], str | 
 
 
 LOOP = re.compile(r"^\s*(?:async\s+)?(?:for|while)\b.*:\s*(#.*)?$")
+AUTOGRAD_FUNCTION = re.compile(r"^class\s+\w+\s*\((?:[\w.]*\.)?Function\)")  # a custom autograd Function
 CONDITION = re.compile(r"^\s*(?:(?:if|elif)\b(?!\s+__name__\s*==).*|else\s*):\s*(#.*)?$")  # not the script's main guard
 
 
@@ -1108,6 +1132,14 @@ def loop_left(source: str, inside: int, after: int) -> tuple[int, str] | None:
 def enclosing_block(source: str, line: int, header: re.Pattern) -> tuple[int, str] | None:
     """The innermost block header matching ``header`` that encloses ``line``, as (its line, its text)."""
     return _enclosing(source, line, lambda lines, i: lines[i].strip().rstrip(":") if header.match(lines[i]) else None)
+
+
+def enclosing_class(source: str, line: int) -> tuple[int, str] | None:
+    """The ``class`` whose method holds ``line`` of ``source`` (1-based), as (its line, its header)."""
+    lines = source.splitlines()
+    d = next((i for i in _headers(lines, line) if lines[i].lstrip().startswith(("def ", "async def "))), None)
+    c = next(iter(_headers(lines, d + 1)), None) if d is not None else None
+    return (c + 1, lines[c].strip().rstrip(":")) if c is not None and lines[c].lstrip().startswith("class ") else None
 
 
 def enclosing_rank_branch(source: str, line: int) -> tuple[int, str] | None:

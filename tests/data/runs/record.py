@@ -115,6 +115,8 @@ RUNS = {
                        "rank 0 finds a cached vocabulary and never sets the store key rank 1 waits for"),
     "user-store-gate": (user("store_epoch_sync", folder="tests/userscripts_heldout9"),
                         "a hand-made epoch gate on the store, its counter never reset: every rank waits for epoch 1's key"),
+    "user-autograd-collective": (user("supcon_pretrain", folder="tests/userscripts_heldout10"),
+                                 "a custom autograd Function all_reduces in backward; rank 1's loss leaves its term out"),
 }
 TMP = Path(__import__("tempfile").mkdtemp(prefix="nbh-record-"))
 
