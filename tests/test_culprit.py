@@ -82,6 +82,7 @@ DECIDED_BY = {  # recorded run -> the rule that must decide it
     "user-store-gate": C.key_never_set,  # every rank waited for ".../epoch_sync/gate/1": nobody, and no rank 1 in it
     # rank 0 in a custom autograd Function's backward all_reduce, rank 1 in DDP's: its loss left that term out (tenth set)
     "user-autograd-collective": C.different_collectives,
+    "user-resume-master-only": C.different_collectives,  # rank 0 resumed at epoch 4 alone: in the final barrier
 }
 EXPECTED_FAILURE = {  # what each user-script run must be called, besides its culprit
     "user-valueerror": (1, "rank_error"), "user-oom-allgather": (1, "oom_in_collective"),
@@ -100,7 +101,7 @@ EXPECTED_FAILURE = {  # what each user-script run must be called, besides its cu
     "user-own-rank-zero": (1, "rendezvous_timeout"), "user-eval-tokens": (None, None),
     "user-freeze-after-wrap": (None, "rank_error"),  # the run's category is the classifier's collective_mismatch
     "user-store-key": (0, None), "user-store-gate": (None, None),
-    "user-autograd-collective": (None, "collective_mismatch"), "user-uneven-finished-stopped": (1, "collective_mismatch"),  # None: the classifier names it
+    "user-autograd-collective": (None, "collective_mismatch"), "user-resume-master-only": (None, "collective_mismatch"), "user-uneven-finished-stopped": (1, "collective_mismatch"),  # None: the classifier names it
 }
 
 
@@ -490,3 +491,15 @@ def test_a_collective_in_a_custom_autograd_functions_backward_that_a_peer_never_
     # a backward of a plain class (not an autograd Function) is not one
     assert C.enclosing_class("class Head(nn.Module):\n    def backward(self, g):\n        return g\n", 3) == (
         1, "class Head(nn.Module)") and not C.AUTOGRAD_FUNCTION.match("class Head(nn.Module)")
+
+
+def test_a_rank_past_the_loop_that_logged_its_resume_is_told_apart_from_one_that_did_not():
+    # train_resume.py (seventh set): only the master loads the checkpoint ("resumed from ... at epoch 4"), so rank 0
+    # runs epochs 4-5 and waits in the final barrier while rank 1, from epoch 0, is still in the epoch loop. The loop
+    # names nobody; the reason quotes rank 0's resume line, which rank 1 never logged
+    ev, _ = evidence("user-resume-master-only")
+    inside, past, *_ = ev.past_loop(ev.positions)
+    assert (inside, past) == (1, 0)
+    v = C.find_culprit(ev.views, ev.status, torchrun_log=ev.torchrun_log, sources=ev.sources)
+    assert v.culprit is None and "Rank 0 had logged `resumed from" in v.reason and "at epoch 4" in v.reason, v
+    assert "load the counters (epoch, step) on every rank" in v.reason

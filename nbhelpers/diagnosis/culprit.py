@@ -53,6 +53,9 @@ LOCK_BLOCK = re.compile(r"^\s*(?:async\s+)?with\b.*(?:lock|Lock|LOCK|mutex|Mutex
 RANK_CONDITION = re.compile(r"^\s*(if|elif)\b(.*(?:\brank\b|_rank\b|get_rank\(|is_main|is_master|main_process|master_process|"
                             r"is_rank_zero|rank_zero|is_global_zero|is_local_main|local_main).*):\s*(#.*)?$")
 STORE_KEYS = re.compile(r"wait timeout after \d+ ?ms, keys: (\S+)")
+# a line saying the script resumed from a checkpoint at some epoch or step ("resumed from last.pt at epoch 4")
+RESUMED = re.compile(r"\b(?:resum\w*|restor\w*|load(?:ed|ing)?\b.*\bcheckpoint)\b.*\b(?:epoch|step|iter\w*)\b\s*[=:]?\s*\d+",
+                     re.I)
 RANK_KEY = re.compile(r"//(?:[a-z]+//)?\d+/(\d+)$")  # a process group's key of a rank: gloo's /default_pg/0//cpu//0/1
 MONITORED = re.compile(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier")
 # A line a script logs when it takes a path of its own: it skipped, stopped, fell back, found something missing.
@@ -473,6 +476,12 @@ class Evidence:
                     "fewer (a rank-local break or early stop, another start epoch on resume). Make every rank run the "
                     "same iterations: the same number of batches or items, the same start, a stop decided together "
                     "(an all_reduce of a flag)")
+            resumed = next((ln for ln in self.by_rank[past].own_lines() if RESUMED.search(ln)), None)
+            if resumed and not any(RESUMED.search(ln) for ln in self.by_rank[inside].own_lines()):
+                loop += (f". Rank {past} had logged `{resumed[:200]}` and rank {inside} no such line: if only rank "
+                         f"{past} resumed (a checkpoint loaded under `if rank == 0:`), rank {inside} started earlier "
+                         "and has more iterations to run; load the counters (epoch, step) on every rank, or broadcast "
+                         "them")
         graph = None if left else self.in_autograd(where)
         branch = None if left or graph else self.branch_apart(where)
         if graph:
@@ -942,7 +951,8 @@ def own_error(ev: Evidence) -> Verdict | None:
 def nobody_stands_out(ev: Evidence) -> Verdict:
     """Always concludes, naming nobody: every rank was waiting (on each other, or on the network)."""
     where = sorted({v.last_seen(ev.t_fail) for v in ev.views})
-    return ev.nobody(Rule.UNKNOWN, f"no rank stands out: every rank was in {', '.join(where)} "
+    places = ", ".join(w if w.startswith("at ") else f"in {w}" for w in where)  # "at train.py:74 in fit": no call
+    return ev.nobody(Rule.UNKNOWN, f"no rank stands out: every rank was {places} "
                      "(all waiting on each other, or on the network); read the stack dumps", [])
 
 

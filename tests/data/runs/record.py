@@ -117,6 +117,8 @@ RUNS = {
                         "a hand-made epoch gate on the store, its counter never reset: every rank waits for epoch 1's key"),
     "user-autograd-collective": (user("supcon_pretrain", folder="tests/userscripts_heldout10"),
                                  "a custom autograd Function all_reduces in backward; rank 1's loss leaves its term out"),
+    "user-resume-master-only": (user("train_resume", folder="tests/userscripts_heldout7"),
+                                "only rank 0 loads the checkpoint and starts at epoch 4; rank 1 starts at epoch 0"),
 }
 TMP = Path(__import__("tempfile").mkdtemp(prefix="nbh-record-"))
 
