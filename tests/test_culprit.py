@@ -83,6 +83,7 @@ DECIDED_BY = {  # recorded run -> the rule that must decide it
     # rank 0 in a custom autograd Function's backward all_reduce, rank 1 in DDP's: its loss left that term out (tenth set)
     "user-autograd-collective": C.different_collectives,
     "user-resume-master-only": C.different_collectives,  # rank 0 resumed at epoch 4 alone: in the final barrier
+    "user-port-race": C.port_race,  # every rank starts a metrics server on one fixed port: the second bind fails
 }
 EXPECTED_FAILURE = {  # what each user-script run must be called, besides its culprit
     "user-valueerror": (1, "rank_error"), "user-oom-allgather": (1, "oom_in_collective"),
@@ -101,7 +102,8 @@ EXPECTED_FAILURE = {  # what each user-script run must be called, besides its cu
     "user-own-rank-zero": (1, "rendezvous_timeout"), "user-eval-tokens": (None, None),
     "user-freeze-after-wrap": (None, "rank_error"),  # the run's category is the classifier's collective_mismatch
     "user-store-key": (0, None), "user-store-gate": (None, None),
-    "user-autograd-collective": (None, "collective_mismatch"), "user-resume-master-only": (None, "collective_mismatch"), "user-uneven-finished-stopped": (1, "collective_mismatch"),  # None: the classifier names it
+    "user-autograd-collective": (None, "collective_mismatch"), "user-resume-master-only": (None, "collective_mismatch"),
+    "user-port-race": (None, "port_in_use"), "user-uneven-finished-stopped": (1, "collective_mismatch"),  # None: the classifier names it
 }
 
 
@@ -503,3 +505,21 @@ def test_a_rank_past_the_loop_that_logged_its_resume_is_told_apart_from_one_that
     v = C.find_culprit(ev.views, ev.status, torchrun_log=ev.torchrun_log, sources=ev.sources)
     assert v.culprit is None and "Rank 0 had logged `resumed from" in v.reason and "at epoch 4" in v.reason, v
     assert "load the counters (epoch, step) on every rank" in v.reason
+
+
+def test_a_port_every_rank_of_a_host_binds_in_the_users_code_is_a_race_not_a_rank():
+    # trainer_callbacks.py (second set): LiveMetricsServer binds 0.0.0.0:9187 on every rank (no rank guard); the
+    # writer's three runs lost the race on rank 0, the recorded one on rank 1
+    import copy
+
+    from nbhelpers.diagnosis.remedies import advice
+
+    ev, _ = evidence("user-port-race")
+    v = C.port_race(ev)
+    assert v.culprit is None and v.failure.value == "port_in_use" and "trainer_callbacks.py:55" in v.reason, v
+    assert "LOCAL_RANK" in " ".join(advice(v.kind, v.failure))
+    # ranks on two hosts do not race for one port: the rank that could not bind is named as crashed
+    views = copy.deepcopy(ev.views)
+    views[0].record["host"] = "node-a"
+    other = C.Evidence(views, ev.status, None, ev.torchrun_log, ev.sources)
+    assert C.port_race(other) is None and C.crashed(other).culprit is not None

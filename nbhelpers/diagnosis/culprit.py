@@ -56,6 +56,7 @@ STORE_KEYS = re.compile(r"wait timeout after \d+ ?ms, keys: (\S+)")
 # a line saying the script resumed from a checkpoint at some epoch or step ("resumed from last.pt at epoch 4")
 RESUMED = re.compile(r"\b(?:resum\w*|restor\w*|load(?:ed|ing)?\b.*\bcheckpoint)\b.*\b(?:epoch|step|iter\w*)\b\s*[=:]?\s*\d+",
                      re.I)
+ADDRESS_IN_USE = re.compile(r"Address already in use|EADDRINUSE|\[Errno 98\]|WinError 10048", re.I)
 RANK_KEY = re.compile(r"//(?:[a-z]+//)?\d+/(\d+)$")  # a process group's key of a rank: gloo's /default_pg/0//cpu//0/1
 MONITORED = re.compile(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier")
 # A line a script logs when it takes a path of its own: it skipped, stopped, fell back, found something missing.
@@ -683,6 +684,25 @@ def same_error(ev: Evidence) -> Verdict | None:
                      _frames_ev(ev.views[0], tb), Failure.RANK_ERROR)
 
 
+def port_race(ev: Evidence) -> Verdict | None:
+    """Needs: exit records, the crashed rank's traceback, the user's source.  Concludes, naming nobody: when the
+    only rank that died on its own could not bind a port ("Address already in use") in the user's code, not in
+    torch's store, on a line every rank runs (no ``if rank == 0:`` around it) with all ranks on one host, every rank
+    bound the same port and whichever came second failed: a race, not a rank."""
+    crashed = ev.crashed_alone
+    v = crashed[0] if len(crashed) == 1 else None
+    tb = v.traceback if v is not None else None
+    if tb is None or tb.user is None or not ADDRESS_IN_USE.search(tb.exception) or ev.world < 2 \
+            or any("torch/distributed" in f.file for f in tb.frames) or ev.rank_condition(v) is not None \
+            or len({w.record.get("host") for w in ev.views}) != 1 or tb.user.file not in ev.sources:
+        return None
+    return ev.nobody(Rule.PORT_RACE, f"rank {v.rank} could not bind a port in your code ({_short(tb.exception)} "
+                     f"{tb.describe()}): every rank on this host runs that line (it is not under an `if rank == 0:`), "
+                     "so they all bind the same port and whichever comes second fails. It is a race, not a rank: "
+                     "another run may fail on another rank", [f"rank {v.rank}: {tb.exception[:300]}",
+                                                              *_frames_ev(v, tb)], Failure.PORT_IN_USE)
+
+
 def crashed(ev: Evidence) -> Verdict | None:
     """Needs: exit records, and the rank's traceback when it raised.  Concludes: a rank that died on its own
     (non-zero exit or a signal nobody sent it) with no error of the waiting kind is the cause; the others
@@ -957,7 +977,7 @@ def nobody_stands_out(ev: Evidence) -> Verdict:
 
 
 RULES: list[Callable[[Evidence], Verdict | None]] = [
-    passed, desync_rule, size_mismatch, model_mismatch, exit_without_destroy, ddp_segfault, same_error, crashed,
+    passed, desync_rule, size_mismatch, model_mismatch, exit_without_destroy, ddp_segfault, same_error, port_race, crashed,
     wrong_world, named, key_never_set,
     uneven_collectives, late, unmatched, different_collectives, collective_in_lock, outside_collective,
     furthest_behind, unreachable,

@@ -119,6 +119,8 @@ RUNS = {
                                  "a custom autograd Function all_reduces in backward; rank 1's loss leaves its term out"),
     "user-resume-master-only": (user("train_resume", folder="tests/userscripts_heldout7"),
                                 "only rank 0 loads the checkpoint and starts at epoch 4; rank 1 starts at epoch 0"),
+    "user-port-race": (user("trainer_callbacks", folder="tests/userscripts_heldout2"),
+                       "a metrics HTTP server on a fixed port, started on every rank: the second bind fails"),
 }
 TMP = Path(__import__("tempfile").mkdtemp(prefix="nbh-record-"))
 
