@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from itertools import permutations
 from typing import Callable, Iterator
 
 from nbhelpers.diagnosis.api import Failure, Rule, Verdict
@@ -54,8 +55,8 @@ RANK_CONDITION = re.compile(r"^\s*(if|elif)\b(.*(?:\brank\b|_rank\b|get_rank\(|i
                             r"is_rank_zero|rank_zero|is_global_zero|is_local_main|local_main).*):\s*(#.*)?$")
 STORE_KEYS = re.compile(r"wait timeout after \d+ ?ms, keys: (\S+)")
 # a line saying the script resumed from a checkpoint at some epoch or step ("resumed from last.pt at epoch 4")
-RESUMED = re.compile(r"\b(?:resum\w*|restor\w*|load(?:ed|ing)?\b.*\bcheckpoint)\b.*\b(?:epoch|step|iter\w*)\b\s*[=:]?\s*\d+",
-                     re.I)
+RESUMED = re.compile(r"\b(?:resum\w*|restor\w*|load(?:ed|ing)?\b.*\bcheckpoint)\b"
+                     r".*\b(?:epoch|step|iter\w*)\b\s*[=:]?\s*\d+", re.I)
 ADDRESS_IN_USE = re.compile(r"Address already in use|EADDRINUSE|\[Errno 98\]|WinError 10048", re.I)
 RANK_KEY = re.compile(r"//(?:[a-z]+//)?\d+/(\d+)$")  # a process group's key of a rank: gloo's /default_pg/0//cpu//0/1
 MONITORED = re.compile(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier")
@@ -383,27 +384,32 @@ class Evidence:
         user's code both are in (rank 0 in the epoch loop, rank 1 past it in the final evaluation), then in the calls
         only the rank inside had made from there (rank 1 in ``reduce_metrics``'s loop over its metric names, rank 0
         gone on to the next batch)."""
-        pairs = [(a, b) for a in where for b in where if a != b]
         for deeper in (False, True):
-            for a, b in pairs:
+            for a, b in permutations(where, 2):
                 found = self._loop_apart(where[a], where[b], deeper)
                 if found:
                     return a, b, *found
         return None
 
-    def _loop_apart(self, wa: Where, wb: Where, deeper: bool) -> tuple[int, str, str] | None:
-        """A loop ``wa`` is still in and ``wb`` had left, unless ``wb`` waits in a call it makes only on a condition
-        (``if is_best: dist.barrier()``): then ``wb`` may have made a call too many as well as ``wa`` an iteration."""
+    @staticmethod
+    def _common(wa: Where, wb: Where) -> tuple[list[Frame], int, list[Frame]] | None:
+        """Where two positions meet in the user's code: ``wa``'s frames of it, the index among them of the innermost
+        function ``wb`` is in too, and ``wb``'s frames of the user's code from that function inward; None when none."""
         mine = [f for f in wa.frames if not f.library]
         theirs = [f for f in wb.frames if not f.library]
         at = {(f.file, f.func): i for i, f in enumerate(theirs)}
         shared = next((i for i in range(len(mine) - 1, -1, -1) if (mine[i].file, mine[i].func) in at), None)
-        if shared is None:
+        return None if shared is None else (mine, shared, theirs[at[(mine[shared].file, mine[shared].func)]:])
+
+    def _loop_apart(self, wa: Where, wb: Where, deeper: bool) -> tuple[int, str, str] | None:
+        """A loop ``wa`` is still in and ``wb`` had left, unless ``wb`` waits in a call it makes only on a condition
+        (``if is_best: dist.barrier()``): then ``wb`` may have made a call too many as well as ``wa`` an iteration."""
+        common = self._common(wa, wb)
+        if common is None:
             return None
-        fa = mine[shared]
-        fb = theirs[at[(fa.file, fa.func)]]
-        if any(f.file in self.sources and enclosing_block(self.sources[f.file], f.line, CONDITION)
-               for f in theirs[at[(fa.file, fa.func)]:]):
+        mine, shared, theirs = common
+        fa, fb = mine[shared], theirs[0]
+        if any(f.file in self.sources and enclosing_block(self.sources[f.file], f.line, CONDITION) for f in theirs):
             return None
         if not deeper:
             found = loop_left(self.sources[fa.file], fa.line, fb.line) if fa.file in self.sources else None
@@ -422,18 +428,17 @@ class Evidence:
         batch's backward; rank 0 in ``dist.barrier()`` under ``if ... is_best:``): (the rank in the branch, its peer,
         the condition's line, its header, its function).  Read in the innermost function of the user's code both are
         in, then in the calls only the rank in the branch had made from there."""
-        for a, b in ((a, b) for a in where for b in where if a != b):
-            mine = [f for f in where[a].frames if not f.library]
-            theirs = {(f.file, f.func): f for f in where[b].frames if not f.library}
-            shared = next((i for i in range(len(mine) - 1, -1, -1) if (mine[i].file, mine[i].func) in theirs), None)
-            if shared is None or mine[shared].file not in self.sources:
+        for a, b in permutations(where, 2):
+            common = self._common(where[a], where[b])
+            if common is None or common[0][common[1]].file not in self.sources:
                 continue
-            fa = mine[shared]
+            mine, shared, theirs = common
+            fa, fb = mine[shared], theirs[0]
             lines = self.sources[fa.file].splitlines()
-            peer = set(_headers(lines, theirs[(fa.file, fa.func)].line))
+            peer = set(_headers(lines, fb.line))
             found = next(((i + 1, lines[i].strip().rstrip(":"), fa.func) for i in _headers(lines, fa.line)
                           if CONDITION.match(lines[i]) and i not in peer), None)
-            for f in reversed(mine[shared + 1:]) if not found and fa.line != theirs[(fa.file, fa.func)].line else ():
+            for f in reversed(mine[shared + 1:]) if not found and fa.line != fb.line else ():
                 cond = enclosing_block(self.sources[f.file], f.line, CONDITION) if f.file in self.sources else None
                 if cond:
                     found = (*cond, f.func)
@@ -446,13 +451,14 @@ class Evidence:
         """Of ranks waiting at different places, one whose collective sits in the ``backward`` of a custom autograd
         Function (``class GatherLayer(torch.autograd.Function)``) that its peer's backward did not reach: (that rank,
         its peer, the class's line, its header)."""
-        for a, b in ((a, b) for a in where for b in where if a != b):
+        for a, b in permutations(where, 2):
             mine = [f for f in where[a].frames if not f.library]
             f = mine[-1] if mine else None
             if f is None or f.func != "backward" or f.file not in self.sources:
                 continue
             cls = enclosing_class(self.sources[f.file], f.line)
-            if cls and AUTOGRAD_FUNCTION.match(cls[1]) and not any((g.file, g.line) == (f.file, f.line) for g in where[b].frames):
+            reached = any((g.file, g.line) == (f.file, f.line) for g in where[b].frames)
+            if cls and AUTOGRAD_FUNCTION.match(cls[1]) and not reached:
                 return a, b, *cls
         return None
 
@@ -977,8 +983,8 @@ def nobody_stands_out(ev: Evidence) -> Verdict:
 
 
 RULES: list[Callable[[Evidence], Verdict | None]] = [
-    passed, desync_rule, size_mismatch, model_mismatch, exit_without_destroy, ddp_segfault, same_error, port_race, crashed,
-    wrong_world, named, key_never_set,
+    passed, desync_rule, size_mismatch, model_mismatch, exit_without_destroy, ddp_segfault, same_error, port_race,
+    crashed, wrong_world, named, key_never_set,
     uneven_collectives, late, unmatched, different_collectives, collective_in_lock, outside_collective,
     furthest_behind, unreachable,
     own_error, nobody_stands_out,
