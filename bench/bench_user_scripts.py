@@ -1,8 +1,8 @@
 """Verdicts on realistic training scripts with one fault each: expected vs found, and torchrun's Root Cause.
 
 Each script of examples/faulty (the development set), tests/userscripts_heldout (written separately,
-measured, never tuned on until its one miss was read on 2026-11-25), tests/userscripts_heldout2 to 10 (each written separately, measured once on arrival,
-at 3/8, 5/8, 4/8, 5/8, 5/8, 4/8, 7/8, 6/8 and 7/8, development sets since) runs once through `python -m nbhelpers run --nproc 2 --json`, from a fresh copy of
+measured, never tuned on until its one miss was read on 2026-11-25), tests/userscripts_heldout2 to 11 (each written separately, measured once on arrival,
+at 3/8, 5/8, 4/8, 5/8, 5/8, 4/8, 7/8, 6/8, 7/8 and 6/8, development sets since) runs once through `python -m nbhelpers run --nproc 2 --json`, from a fresh copy of
 its folder.  Baseline: torchrun's own "Root Cause" rank, from the same run.
 """
 from __future__ import annotations
@@ -22,7 +22,8 @@ SETS = {"dev": REPO / "examples" / "faulty", "held-out": REPO / "tests" / "users
         "sixth set": REPO / "tests" / "userscripts_heldout6", "seventh set": REPO / "tests" / "userscripts_heldout7",
         "eighth set": REPO / "tests" / "userscripts_heldout8",
         "ninth set": REPO / "tests" / "userscripts_heldout9",
-        "tenth set": REPO / "tests" / "userscripts_heldout10"}
+        "tenth set": REPO / "tests" / "userscripts_heldout10",
+        "eleventh set": REPO / "tests" / "userscripts_heldout11"}
 
 
 def run(folder: Path, name: str) -> dict:

@@ -23,6 +23,7 @@ HELDOUT7 = Path(__file__).resolve().parent / "userscripts_heldout7"
 HELDOUT8 = Path(__file__).resolve().parent / "userscripts_heldout8"
 HELDOUT9 = Path(__file__).resolve().parent / "userscripts_heldout9"
 HELDOUT10 = Path(__file__).resolve().parent / "userscripts_heldout10"
+HELDOUT11 = Path(__file__).resolve().parent / "userscripts_heldout11"
 HELDOUT = Path(__file__).resolve().parent / "userscripts_heldout"
 
 DECIDED_BY = {  # recorded run -> the rule that must decide it
@@ -83,7 +84,8 @@ DECIDED_BY = {  # recorded run -> the rule that must decide it
     # rank 0 in a custom autograd Function's backward all_reduce, rank 1 in DDP's: its loss left that term out (tenth set)
     "user-autograd-collective": C.different_collectives,
     "user-resume-master-only": C.different_collectives,  # rank 0 resumed at epoch 4 alone: in the final barrier
-    "user-port-race": C.port_race,  # every rank starts a metrics server on one fixed port: the second bind fails
+    "user-port-race": C.race,  # every rank starts a metrics server on one fixed port: the second bind fails
+    "user-makedirs-race": C.race,  # every rank creates the run folder without exist_ok (eleventh set)
 }
 EXPECTED_FAILURE = {  # what each user-script run must be called, besides its culprit
     "user-valueerror": (1, "rank_error"), "user-oom-allgather": (1, "oom_in_collective"),
@@ -103,14 +105,14 @@ EXPECTED_FAILURE = {  # what each user-script run must be called, besides its cu
     "user-freeze-after-wrap": (None, "rank_error"),  # the run's category is the classifier's collective_mismatch
     "user-store-key": (0, None), "user-store-gate": (None, None),
     "user-autograd-collective": (None, "collective_mismatch"), "user-resume-master-only": (None, "collective_mismatch"),
-    "user-port-race": (None, "port_in_use"), "user-uneven-finished-stopped": (1, "collective_mismatch"),  # None: the classifier names it
+    "user-port-race": (None, "port_in_use"), "user-makedirs-race": (None, "rank_error"), "user-uneven-finished-stopped": (1, "collective_mismatch"),  # None: the classifier names it
 }
 
 
 def evidence(name: str) -> tuple[C.Evidence, dict]:
     views, torchrun_log = read_run_dir(RUNS / name)
     meta = json.loads((RUNS / name / "run.json").read_text())
-    return C.Evidence(views, meta["status"], None, torchrun_log, read_sources(views, [EXAMPLES, HELDOUT, HELDOUT2, HELDOUT3, HELDOUT4, HELDOUT5, HELDOUT6, HELDOUT7, HELDOUT8, HELDOUT9, HELDOUT10])), meta
+    return C.Evidence(views, meta["status"], None, torchrun_log, read_sources(views, [EXAMPLES, HELDOUT, HELDOUT2, HELDOUT3, HELDOUT4, HELDOUT5, HELDOUT6, HELDOUT7, HELDOUT8, HELDOUT9, HELDOUT10, HELDOUT11])), meta
 
 
 @pytest.mark.parametrize("name", sorted(DECIDED_BY))
@@ -515,11 +517,20 @@ def test_a_port_every_rank_of_a_host_binds_in_the_users_code_is_a_race_not_a_ran
     from nbhelpers.diagnosis.remedies import advice
 
     ev, _ = evidence("user-port-race")
-    v = C.port_race(ev)
+    v = C.race(ev)
     assert v.culprit is None and v.failure.value == "port_in_use" and "trainer_callbacks.py:55" in v.reason, v
     assert "LOCAL_RANK" in " ".join(advice(v.kind, v.failure))
     # ranks on two hosts do not race for one port: the rank that could not bind is named as crashed
     views = copy.deepcopy(ev.views)
     views[0].record["host"] = "node-a"
     other = C.Evidence(views, ev.status, None, ev.torchrun_log, ev.sources)
-    assert C.port_race(other) is None and C.crashed(other).culprit is not None
+    assert C.race(other) is None and C.crashed(other).culprit is not None
+
+
+def test_a_folder_every_rank_creates_without_exist_ok_is_a_race_too():
+    # seq_trainer.py (eleventh set): Trainer.__init__ runs os.makedirs(run_dir) on every rank, without exist_ok; the
+    # writer's runs lost it on ranks 1, 0, 1
+    ev, _ = evidence("user-makedirs-race")
+    v = C.race(ev)
+    assert v.culprit is None and v.failure.value == "rank_error" and "FileExistsError" in v.reason, v
+    assert "seq_trainer.py:" in v.reason and "create a file or folder that already existed" in v.reason

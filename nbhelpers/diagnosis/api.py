@@ -45,7 +45,7 @@ class Rule(str, Enum):
     EXIT_WITHOUT_DESTROY = "exit_without_destroy"  # aborted in Python's shutdown, group never destroyed
     DDP_SEGFAULT = "ddp_segfault"   # every rank crashed in DDP's constructor: the environment, not a rank
     SAME_ERROR = "same_error"       # every rank raised the same error at the same line: what they share is at fault
-    PORT_RACE = "port_race"         # every rank of a host binds the same port in the user's code: a race, not a rank
+    RACE = "race"                   # every rank takes the same exclusive thing (a port, a new folder): a race, not a rank
     CRASHED = "crashed"             # died on its own (signal, exit code, its own exception) before the others failed
     WRONG_WORLD = "wrong_world"     # waited for a rank that does not exist: its world size or rank is wrong
     NAMED = "named"                 # a waiting rank's error names whom it waited for

@@ -58,6 +58,7 @@ STORE_KEYS = re.compile(r"wait timeout after \d+ ?ms, keys: (\S+)")
 RESUMED = re.compile(r"\b(?:resum\w*|restor\w*|load(?:ed|ing)?\b.*\bcheckpoint)\b"
                      r".*\b(?:epoch|step|iter\w*)\b\s*[=:]?\s*\d+", re.I)
 ADDRESS_IN_USE = re.compile(r"Address already in use|EADDRINUSE|\[Errno 98\]|WinError 10048", re.I)
+FILE_EXISTS = re.compile(r"^(?:\w+\.)*FileExistsError\b|\[Errno 17\] File exists|WinError 183")
 RANK_KEY = re.compile(r"//(?:[a-z]+//)?\d+/(\d+)$")  # a process group's key of a rank: gloo's /default_pg/0//cpu//0/1
 MONITORED = re.compile(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier")
 # A line a script logs when it takes a path of its own: it skipped, stopped, fell back, found something missing.
@@ -690,23 +691,28 @@ def same_error(ev: Evidence) -> Verdict | None:
                      _frames_ev(ev.views[0], tb), Failure.RANK_ERROR)
 
 
-def port_race(ev: Evidence) -> Verdict | None:
+def race(ev: Evidence) -> Verdict | None:
     """Needs: exit records, the crashed rank's traceback, the user's source.  Concludes, naming nobody: when the
-    only rank that died on its own could not bind a port ("Address already in use") in the user's code, not in
-    torch's store, on a line every rank runs (no ``if rank == 0:`` around it) with all ranks on one host, every rank
-    bound the same port and whichever came second failed: a race, not a rank."""
+    only rank that died on its own failed to take something only one process can have, in the user's code (a port:
+    "Address already in use", with every rank on one host; a new folder: ``os.makedirs`` without ``exist_ok``,
+    "File exists"), not in torch, on a line every rank runs (no ``if rank == 0:`` around it), every rank asked for
+    it and whichever came second failed: a race, not a rank."""
     crashed = ev.crashed_alone
     v = crashed[0] if len(crashed) == 1 else None
     tb = v.traceback if v is not None else None
-    if tb is None or tb.user is None or not ADDRESS_IN_USE.search(tb.exception) or ev.world < 2 \
-            or any("torch/distributed" in f.file for f in tb.frames) or ev.rank_condition(v) is not None \
-            or len({w.record.get("host") for w in ev.views}) != 1 or tb.user.file not in ev.sources:
+    if tb is None or tb.user is None or ev.world < 2 or tb.user.file not in ev.sources \
+            or any("torch/" in f.file for f in tb.frames) or ev.rank_condition(v) is not None:
         return None
-    return ev.nobody(Rule.PORT_RACE, f"rank {v.rank} could not bind a port in your code ({_short(tb.exception)} "
-                     f"{tb.describe()}): every rank on this host runs that line (it is not under an `if rank == 0:`), "
-                     "so they all bind the same port and whichever comes second fails. It is a race, not a rank: "
-                     "another run may fail on another rank", [f"rank {v.rank}: {tb.exception[:300]}",
-                                                              *_frames_ev(v, tb)], Failure.PORT_IN_USE)
+    if ADDRESS_IN_USE.search(tb.exception) and len({w.record.get("host") for w in ev.views}) == 1:
+        what, failure = "bind a port", Failure.PORT_IN_USE
+    elif FILE_EXISTS.search(tb.exception):
+        what, failure = "create a file or folder that already existed", Failure.RANK_ERROR
+    else:
+        return None
+    return ev.nobody(Rule.RACE, f"rank {v.rank} could not {what} in your code ({_short(tb.exception)} "
+                     f"{tb.describe()}): every rank runs that line (it is not under an `if rank == 0:`), so they all "
+                     "asked for the same one and whichever came second failed. It is a race, not a rank: another run "
+                     "may fail on another rank", [f"rank {v.rank}: {tb.exception[:300]}", *_frames_ev(v, tb)], failure)
 
 
 def crashed(ev: Evidence) -> Verdict | None:
@@ -983,7 +989,7 @@ def nobody_stands_out(ev: Evidence) -> Verdict:
 
 
 RULES: list[Callable[[Evidence], Verdict | None]] = [
-    passed, desync_rule, size_mismatch, model_mismatch, exit_without_destroy, ddp_segfault, same_error, port_race,
+    passed, desync_rule, size_mismatch, model_mismatch, exit_without_destroy, ddp_segfault, same_error, race,
     crashed, wrong_world, named, key_never_set,
     uneven_collectives, late, unmatched, different_collectives, collective_in_lock, outside_collective,
     furthest_behind, unreachable,

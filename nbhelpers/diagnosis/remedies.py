@@ -129,10 +129,11 @@ REMEDIES: dict[Failure | Rule, tuple[str, ...]] = {
     Rule.SAME_ERROR: (
         "Every rank failed the same way at the same line, so no rank is to blame: fix what they all share (the file "
         "they read, the configuration, the code). A restart of the same job fails the same way.",),
-    Rule.PORT_RACE: (
-        "Every rank on the host runs the line that binds the port, so they all ask for the same one: start that server "
-        "(metrics, profiler, debugger) on one rank per host (`if int(os.environ['LOCAL_RANK']) == 0:`), or give each "
-        "rank its own port (port + LOCAL_RANK), or bind port 0 and log the port the system chose.",),
+    Rule.RACE: (
+        "Every rank runs the line that takes it, so they all ask for the same port or create the same folder: do it on "
+        "one rank per host (`if int(os.environ['LOCAL_RANK']) == 0:`, then dist.barrier() before the others use it), "
+        "or make it per rank (port + LOCAL_RANK, a folder per rank), or let it exist (os.makedirs(..., exist_ok=True); "
+        "bind port 0 and log the port the system chose).",),
     Rule.CRASHED: (
         "Read that rank's own log: its error, exit code or signal is the cause. SIGKILL usually means the "
         "OOM killer (check `dmesg`); SIGABRT/SIGSEGV a C++ failure. The other ranks' errors are consequences.",),

@@ -121,6 +121,8 @@ RUNS = {
                                 "only rank 0 loads the checkpoint and starts at epoch 4; rank 1 starts at epoch 0"),
     "user-port-race": (user("trainer_callbacks", folder="tests/userscripts_heldout2"),
                        "a metrics HTTP server on a fixed port, started on every rank: the second bind fails"),
+    "user-makedirs-race": (user("seq_trainer", folder="tests/userscripts_heldout11"),
+                           "os.makedirs(run_dir) without exist_ok on every rank: the second one raises FileExistsError"),
 }
 TMP = Path(__import__("tempfile").mkdtemp(prefix="nbh-record-"))
 
