@@ -534,3 +534,15 @@ def test_a_folder_every_rank_creates_without_exist_ok_is_a_race_too():
     v = C.race(ev)
     assert v.culprit is None and v.failure.value == "rank_error" and "FileExistsError" in v.reason, v
     assert "seq_trainer.py:" in v.reason and "create a file or folder that already existed" in v.reason
+
+
+def test_a_function_that_returns_early_on_other_ranks_is_rank_conditional():
+    # ckpt_symlink.py (fourth set): save_checkpoint starts `if not self.is_main: return`, and its os.symlink over
+    # best.pt fails on rank 0 alone, at its second best epoch: a FileExistsError of one rank's own, not a race
+    root = Path(__file__).resolve().parent
+    symlink = (root / "userscripts_heldout4" / "ckpt_symlink.py").read_text()
+    assert C.returns_unless_rank(symlink, 150)
+    # seq_trainer.py (eleventh set): os.makedirs in Trainer.__init__, which every rank runs: no guard before it
+    assert not C.returns_unless_rank((root / "userscripts_heldout11" / "seq_trainer.py").read_text(), 60)
+    assert C.returns_unless_rank("def f(rank):\n    if rank != 0:\n        return\n    os.makedirs('x')\n", 4)
+    assert not C.returns_unless_rank("def f(rank):\n    if rank != 0:\n        log()\n    os.makedirs('x')\n", 4)

@@ -701,7 +701,9 @@ def race(ev: Evidence) -> Verdict | None:
     v = crashed[0] if len(crashed) == 1 else None
     tb = v.traceback if v is not None else None
     if tb is None or tb.user is None or ev.world < 2 or tb.user.file not in ev.sources \
-            or any("torch/" in f.file for f in tb.frames) or ev.rank_condition(v) is not None:
+            or any("torch/" in f.file for f in tb.frames) or ev.rank_condition(v) is not None \
+            or any(f.file in ev.sources and returns_unless_rank(ev.sources[f.file], f.line)
+                   for f in tb.frames if not f.library):
         return None
     if ADDRESS_IN_USE.search(tb.exception) and len({w.record.get("host") for w in ev.views}) == 1:
         what, failure = "bind a port", Failure.PORT_IN_USE
@@ -1151,6 +1153,8 @@ def _enclosing(source: str, line: int, accept: Callable[[list[str], int], str | 
 
 
 LOOP = re.compile(r"^\s*(?:async\s+)?(?:for|while)\b.*:\s*(#.*)?$")
+EARLY_RETURN = re.compile(r"^\s*if\b.*(?:\brank\b|_rank\b|get_rank\(|is_main|is_master|main_process|master_process|"
+                          r"rank_zero|is_global_zero|local_main).*:\s*(?:return\b.*)?(#.*)?$")
 AUTOGRAD_FUNCTION = re.compile(r"^class\s+\w+\s*\((?:[\w.]*\.)?Function\)")  # a custom autograd Function
 CONDITION = re.compile(r"^\s*(?:(?:if|elif)\b(?!\s+__name__\s*==).*|else\s*):\s*(#.*)?$")  # not the script's main guard
 
@@ -1182,6 +1186,18 @@ def enclosing_class(source: str, line: int) -> tuple[int, str] | None:
     d = next((i for i in _headers(lines, line) if lines[i].lstrip().startswith(("def ", "async def "))), None)
     c = next(iter(_headers(lines, d + 1)), None) if d is not None else None
     return (c + 1, lines[c].strip().rstrip(":")) if c is not None and lines[c].lstrip().startswith("class ") else None
+
+
+def returns_unless_rank(source: str, line: int) -> bool:
+    """Whether the function holding ``line`` of ``source`` (1-based) returns early on the ranks it is not for, before
+    that line (``if not self.is_main: return``): only those ranks reach it, as under an ``if rank == 0:``."""
+    lines = source.splitlines()
+    d = next((i for i in _headers(lines, line) if lines[i].lstrip().startswith(("def ", "async def "))), None)
+    for i in range(d + 1 if d is not None else line - 1, line - 1):
+        if EARLY_RETURN.match(lines[i]) and (": return" in lines[i].replace(":return", ": return")
+                                             or lines[i + 1].strip().startswith("return")):
+            return True
+    return False
 
 
 def enclosing_rank_branch(source: str, line: int) -> tuple[int, str] | None:
