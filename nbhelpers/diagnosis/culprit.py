@@ -1180,10 +1180,15 @@ def enclosing_block(source: str, line: int, header: re.Pattern) -> tuple[int, st
     return _enclosing(source, line, lambda lines, i: lines[i].strip().rstrip(":") if header.match(lines[i]) else None)
 
 
+def _enclosing_def(lines: list[str], line: int) -> int | None:
+    """The 0-based index of the ``def`` whose body holds ``line`` (1-based) of ``lines``."""
+    return next((i for i in _headers(lines, line) if lines[i].lstrip().startswith(("def ", "async def "))), None)
+
+
 def enclosing_class(source: str, line: int) -> tuple[int, str] | None:
     """The ``class`` whose method holds ``line`` of ``source`` (1-based), as (its line, its header)."""
     lines = source.splitlines()
-    d = next((i for i in _headers(lines, line) if lines[i].lstrip().startswith(("def ", "async def "))), None)
+    d = _enclosing_def(lines, line)
     c = next(iter(_headers(lines, d + 1)), None) if d is not None else None
     return (c + 1, lines[c].strip().rstrip(":")) if c is not None and lines[c].lstrip().startswith("class ") else None
 
@@ -1192,7 +1197,7 @@ def returns_unless_rank(source: str, line: int) -> bool:
     """Whether the function holding ``line`` of ``source`` (1-based) returns early on the ranks it is not for, before
     that line (``if not self.is_main: return``): only those ranks reach it, as under an ``if rank == 0:``."""
     lines = source.splitlines()
-    d = next((i for i in _headers(lines, line) if lines[i].lstrip().startswith(("def ", "async def "))), None)
+    d = _enclosing_def(lines, line)
     for i in range(d + 1 if d is not None else line - 1, line - 1):
         if EARLY_RETURN.match(lines[i]) and (": return" in lines[i].replace(":return", ": return")
                                              or lines[i + 1].strip().startswith("return")):

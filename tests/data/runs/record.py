@@ -15,6 +15,7 @@ import platform
 import re
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -124,7 +125,7 @@ RUNS = {
     "user-makedirs-race": (user("seq_trainer", folder="tests/userscripts_heldout11"),
                            "os.makedirs(run_dir) without exist_ok on every rank: the second one raises FileExistsError"),
 }
-TMP = Path(__import__("tempfile").mkdtemp(prefix="nbh-record-"))
+TMP: Path  # where the user scripts run from, made in __main__ and removed when recording ends
 
 
 def record(name: str) -> None:
@@ -147,5 +148,9 @@ def record(name: str) -> None:
 
 
 if __name__ == "__main__":
-    for n in sys.argv[1:] or RUNS:
-        record(n)
+    TMP = Path(tempfile.mkdtemp(prefix="nbh-record-"))
+    try:
+        for n in sys.argv[1:] or RUNS:
+            record(n)
+    finally:
+        shutil.rmtree(TMP, ignore_errors=True)
