@@ -237,23 +237,23 @@ def _signal_text(rec: dict) -> str:
     return f"exited with code {rec.get('returncode')}"
 
 
+def _waited_keys(text: str | None) -> Iterator[str]:
+    """The store keys a ``wait timeout after ... keys: ...`` error in ``text`` waited on."""
+    for keys in STORE_KEYS.findall(text or ""):
+        yield from (key.strip() for key in keys.split(","))
+
+
 def store_key_ranks(text: str | None) -> set[int]:
     """The ranks whose store keys a ``wait timeout after ... keys: ...`` error waited on: a process group's key of a
     rank (gloo's ``/default_pg/0//cpu//0/1``), not a key of the script's own that ends in a number (``.../gate/1``)."""
-    found: set[int] = set()
-    for keys in STORE_KEYS.findall(text or ""):
-        for key in keys.split(","):
-            m = RANK_KEY.search(key.strip())
-            if m:
-                found.add(int(m.group(1)))
-    return found
+    return {int(m.group(1)) for k in _waited_keys(text) if (m := RANK_KEY.search(k))}
 
 
 def user_store_keys(text: str | None) -> list[str]:
     """The keys of the script's own (``store.get("vocab")``: ``/default_pg/0//vocab``) that a ``wait timeout after
     ... keys: ...`` error waited on: not a rank's key, not NCCL's id counter (``/default_pg/0//0``), not c10d's
     store-based barrier."""
-    return [k for keys in STORE_KEYS.findall(text or "") for key in keys.split(",") if (k := key.strip().rstrip(".,"))
+    return [k for key in _waited_keys(text) if (k := key.rstrip(".,"))
             and not RANK_KEY.search(k) and not re.search(r"//\d+$", k) and "store_based_barrier" not in k]
 
 
@@ -776,8 +776,8 @@ def key_never_set(ev: Evidence) -> Verdict | None:
     set apart here (a gate that no rank opens: a counter never reset, a key that changed)."""
     waiting = {v.rank: keys for v in ev.views if (keys := user_store_keys(v.error))}
     others = [v for v in ev.views if v.rank not in waiting]
+    key = next(iter(waiting.values()))[0] if waiting else None
     if waiting and not others:
-        key = next(iter(waiting.values()))[0]
         return ev.nobody(Rule.UNKNOWN, f"every rank timed out waiting for the store key `{key}`, a key of the "
                          "script's own, and no rank set it: a gate that no rank opens (a counter never reset between "
                          "rounds, a key whose name changed, a rank expected to set it that waits too). Read where the "
@@ -788,7 +788,6 @@ def key_never_set(ev: Evidence) -> Verdict | None:
     v = others[0]
     if v.error and not _is_victim_error(v.error):
         return None  # it failed on its own: its error says more (crashed, own_error)
-    key = next(iter(waiting.values()))[0]
     at = f" ({v.position.describe()})" if v.position else ""
     who = ", ".join(str(r) for r in sorted(waiting))
     return ev.blame(v.rank, Rule.NAMED, f"rank{'s' if len(waiting) > 1 else ''} {who} timed out waiting for the store "
