@@ -115,7 +115,10 @@ def test_doctor_on_a_torchrun_log_dir_names_the_culprit_rank_and_the_line(tmp_pa
         got = json.loads(out.stdout)
         assert out.returncode == 1 and got["culprit_rank"] == 1 and got["category"] == "rank_error", got
         assert "train_label_check.py" in got["culprit_where"] and "ValueError" in got["reason"], got
-    assert json.loads(with_codes.stdout)["exit_codes"]["1"] == 1  # read from torchrun's failure report
+    # read from torchrun's failure report: 1, or -15 when torchrun's SIGTERM reached rank 1 before its own exit (a
+    # loaded machine), as the report then says
+    code = json.loads(with_codes.stdout)["exit_codes"]["1"]
+    assert code == 1 or (code == -15 and "Signal 15 (SIGTERM)" in (tmp_path / "console.txt").read_text()), code
     plain = subprocess.run(cmd[:-1], capture_output=True, text=True)
     assert "culprit:  rank 1" in plain.stdout and "--launcher-log" in plain.stderr
 
