@@ -10,6 +10,7 @@ import pytest
 
 from nbhelpers.diagnosis import culprit as C
 from nbhelpers.diagnosis.api import Rule
+from nbhelpers.diagnosis.remedies import advice
 from nbhelpers.runtime.launcher import read_run_dir, read_sources
 
 RUNS = Path(__file__).resolve().parent / "data" / "runs"
@@ -24,6 +25,7 @@ HELDOUT8 = Path(__file__).resolve().parent / "userscripts_heldout8"
 HELDOUT9 = Path(__file__).resolve().parent / "userscripts_heldout9"
 HELDOUT10 = Path(__file__).resolve().parent / "userscripts_heldout10"
 HELDOUT11 = Path(__file__).resolve().parent / "userscripts_heldout11"
+HELDOUT12 = Path(__file__).resolve().parent / "userscripts_heldout12"
 HELDOUT = Path(__file__).resolve().parent / "userscripts_heldout"
 
 DECIDED_BY = {  # recorded run -> the rule that must decide it
@@ -86,6 +88,7 @@ DECIDED_BY = {  # recorded run -> the rule that must decide it
     "user-resume-master-only": C.different_collectives,  # rank 0 resumed at epoch 4 alone: in the final barrier
     "user-port-race": C.race,  # every rank starts a metrics server on one fixed port: the second bind fails
     "user-makedirs-race": C.race,  # every rank creates the run folder without exist_ok (eleventh set)
+    "user-short-timeout": C.short_timeout,  # a group's timeout of 300 ms while rank 0 builds its vocabulary (twelfth set)
 }
 EXPECTED_FAILURE = {  # what each user-script run must be called, besides its culprit
     "user-valueerror": (1, "rank_error"), "user-oom-allgather": (1, "oom_in_collective"),
@@ -106,13 +109,14 @@ EXPECTED_FAILURE = {  # what each user-script run must be called, besides its cu
     "user-store-key": (0, None), "user-store-gate": (None, None),
     "user-autograd-collective": (None, "collective_mismatch"), "user-resume-master-only": (None, "collective_mismatch"),
     "user-port-race": (None, "port_in_use"), "user-makedirs-race": (None, "rank_error"), "user-uneven-finished-stopped": (1, "collective_mismatch"),  # None: the classifier names it
+    "user-short-timeout": (None, None),  # the run's category is the classifier's collective_timeout
 }
 
 
 def evidence(name: str) -> tuple[C.Evidence, dict]:
     views, torchrun_log = read_run_dir(RUNS / name)
     meta = json.loads((RUNS / name / "run.json").read_text())
-    return C.Evidence(views, meta["status"], None, torchrun_log, read_sources(views, [EXAMPLES, HELDOUT, HELDOUT2, HELDOUT3, HELDOUT4, HELDOUT5, HELDOUT6, HELDOUT7, HELDOUT8, HELDOUT9, HELDOUT10, HELDOUT11])), meta
+    return C.Evidence(views, meta["status"], None, torchrun_log, read_sources(views, [EXAMPLES, HELDOUT, HELDOUT2, HELDOUT3, HELDOUT4, HELDOUT5, HELDOUT6, HELDOUT7, HELDOUT8, HELDOUT9, HELDOUT10, HELDOUT11, HELDOUT12])), meta
 
 
 @pytest.mark.parametrize("name", sorted(DECIDED_BY))
@@ -445,7 +449,6 @@ def test_ddps_reducer_error_on_every_rank_gets_the_advice_for_parameters_without
     # (as the corpus's threads with that error are labelled), and its advice says what this error needs
     from nbhelpers.diagnosis.categories import run_failure
     from nbhelpers.diagnosis.classify import classify_logs
-    from nbhelpers.diagnosis.remedies import advice
 
     ev, meta = evidence("user-freeze-after-wrap")
     v = C.find_culprit(ev.views, ev.status, torchrun_log=ev.torchrun_log, sources=ev.sources)
@@ -514,7 +517,6 @@ def test_a_port_every_rank_of_a_host_binds_in_the_users_code_is_a_race_not_a_ran
     # writer's three runs lost the race on rank 0, the recorded one on rank 1
     import copy
 
-    from nbhelpers.diagnosis.remedies import advice
 
     ev, _ = evidence("user-port-race")
     v = C.race(ev)
@@ -546,3 +548,24 @@ def test_a_function_that_returns_early_on_other_ranks_is_rank_conditional():
     assert not C.returns_unless_rank((root / "userscripts_heldout11" / "seq_trainer.py").read_text(), 60)
     assert C.returns_unless_rank("def f(rank):\n    if rank != 0:\n        return\n    os.makedirs('x')\n", 4)
     assert not C.returns_unless_rank("def f(rank):\n    if rank != 0:\n        log()\n    os.makedirs('x')\n", 4)
+
+
+def test_a_timeout_under_a_second_is_the_fault_not_the_rank_still_busy():
+    # cls_objsync.py (twelfth set): the gloo group for objects gets timedelta(milliseconds=300) where the argument
+    # means seconds; rank 1 gives up in broadcast_object_list while rank 0 is still building its vocabulary
+    ev, _ = evidence("user-short-timeout")
+    v = C.short_timeout(ev)
+    assert v.culprit is None and "300 ms" in v.reason and "in build_vocab" in v.reason, v  # where rank 0 was
+    assert "wrong unit" in v.reason and "longer timeout is the fix" in advice(v.kind, "collective_timeout")[0]
+    # the workbook's own hang demonstrations time out after 3 s: a rank late for those is still named
+    assert all(C.short_timeout(evidence(n)[0]) is None for n in ("stall", "user-loader-hang", "user-busy-rank"))
+
+
+def test_timeout_ms_reads_gloo_store_and_nccl_wordings():
+    data = json.loads((Path(__file__).resolve().parent / "data" / "watchdog_lines.json").read_text())
+    for case in data:  # real watchdog and gloo lines, each with the timeout it gives
+        if case["expect"].get("timeout_ms"):
+            assert C.timeout_ms(case["text"]) == case["expect"]["timeout_ms"], case["source"]
+    store = (RUNS / "user-wrong-world" / "rank1.log").read_text()  # DistStoreError: wait timeout after 10000ms, keys: ...
+    assert C.timeout_ms(store) == 10000
+    assert C.timeout_ms("RuntimeError: Connection closed by peer") is None

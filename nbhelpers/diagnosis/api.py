@@ -48,6 +48,7 @@ class Rule(str, Enum):
     RACE = "race"                   # every rank takes the same exclusive thing (a port, a new folder): a race, not a rank
     CRASHED = "crashed"             # died on its own (signal, exit code, its own exception) before the others failed
     WRONG_WORLD = "wrong_world"     # waited for a rank that does not exist: its world size or rank is wrong
+    SHORT_TIMEOUT = "short_timeout"  # gave up after less than a second: the timeout's value (or unit) is the fault
     NAMED = "named"                 # a waiting rank's error names whom it waited for
     UNEVEN = "uneven"               # kept calling collectives after a peer had finished (uneven inputs)
     LATE = "late"                   # had not reached the stage the others failed in

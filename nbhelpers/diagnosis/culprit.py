@@ -22,7 +22,7 @@ from nbhelpers.diagnosis.tracebacks import RANK_PREFIX, SPY_FRAME, Frame, Where,
 
 __all__ = ["RankView", "Evidence", "RULES", "find_culprit", "named_ranks", "store_key_ranks", "torchrun_root_cause",
            "exit_records",
-           "enclosing_rank_branch", "enclosing_block", "loop_left"]
+           "enclosing_rank_branch", "enclosing_block", "loop_left", "timeout_ms"]
 
 WAITING = re.compile(
     r"Timed out waiting \d+ ?ms for (recv|send)|wait timeout after|waiting for clients|clients joined|"
@@ -36,6 +36,11 @@ UNREACHABLE = re.compile(
     r"Connection refused|No route to host|Unable to find address for|EADDRINUSE|Name or service not known",
     re.I)
 KILLED_BEFORE_ESCALATION_S = 1.0
+# the timeout a waiting rank's error gives: gloo's recv/send, a store wait, NCCL's watchdog (Timeout(ms)=...)
+TIMEOUT_MS = re.compile(r"Timed out waiting (\d+) ?ms|wait timeout after (\d+) ?ms|Timeout\(ms\)=(\d+)|"
+                        r"timed out after (\d+) ?ms", re.I)
+SHORT_TIMEOUT_MS = 1000  # under a second: no collective or store wait is meant to give up that soon (the shortest
+#                          timeout the workbook's own hang demonstrations use is 3 s)
 SIZE_MISMATCH = re.compile(r"doesn't match expected size|collective mismatch", re.I)
 DTYPE_PAIRS = {2: "float32 on one rank and int64/float64 (or float16 and float32)",
                4: "uint8/bool on one rank and float32 (or float16 and float64)",
@@ -768,6 +773,30 @@ def wrong_world(ev: Evidence) -> Verdict | None:
     return None
 
 
+def timeout_ms(error: str | None) -> int | None:
+    """The timeout, in milliseconds, that a waiting rank's error says it gave up after (None: it gives none)."""
+    m = TIMEOUT_MS.search(error or "")
+    return int(next(g for g in m.groups() if g)) if m else None
+
+
+def short_timeout(ev: Evidence) -> Verdict | None:
+    """Needs: the waiting ranks' errors.  Concludes: when every rank that timed out gave up after less than a
+    second (gloo's ``Timed out waiting 300ms for recv operation``), the timeout is the fault, not the rank that was
+    still busy: a value in the wrong unit (``timedelta(milliseconds=300)`` where seconds were meant) or far too
+    small.  Nobody is named; the reason says where the other ranks were."""
+    waited = {v.rank: ms for v in ev.views if _is_victim_error(v.error) and (ms := timeout_ms(v.error)) is not None}
+    if not waited or max(waited.values()) >= SHORT_TIMEOUT_MS:
+        return None
+    busy = "; ".join(f"rank {v.rank}: {v.last_seen(ev.t_fail)}" for v in ev.views if v.rank not in waited)
+    r, ms = min(waited.items())
+    return ev.nobody(Rule.SHORT_TIMEOUT, f"rank{'s' if len(waited) > 1 else ''} {rank_ranges(sorted(waited))} gave up "
+                     f"after {ms} ms{f' ({busy})' if busy else ''}: a timeout under a second is shorter than ordinary "
+                     "work between two collectives, so the timeout is the fault, not a rank. Look for a value in the "
+                     "wrong unit (timedelta(milliseconds=...) where seconds were meant, a config value in seconds read "
+                     "as milliseconds) or a timeout set far too small, on init_process_group, new_group or a store",
+                     [f"rank {w}: {ev.by_rank[w].error}" for w in sorted(waited)])
+
+
 def key_never_set(ev: Evidence) -> Verdict | None:
     """Needs: the waiting ranks' errors.  Concludes: when ranks timed out waiting for a store key of the script's own
     (``store.get("vocab")``), not a rank's key, while exactly one rank did not wait for it (it had gone on: into
@@ -991,7 +1020,7 @@ def nobody_stands_out(ev: Evidence) -> Verdict:
 
 RULES: list[Callable[[Evidence], Verdict | None]] = [
     passed, desync_rule, size_mismatch, model_mismatch, exit_without_destroy, ddp_segfault, same_error, race,
-    crashed, wrong_world, named, key_never_set,
+    crashed, wrong_world, short_timeout, named, key_never_set,
     uneven_collectives, late, unmatched, different_collectives, collective_in_lock, outside_collective,
     furthest_behind, unreachable,
     own_error, nobody_stands_out,

@@ -123,6 +123,11 @@ REMEDIES: dict[Failure | Rule, tuple[str, ...]] = {
         "Find out why that rank is late: its stack dump shows where it was. Data loading, a rank-0-only "
         "step (checkpointing, evaluation, logging) or an `if rank == ...` branch are the usual places. A longer "
         "timeout only makes the hang last longer.",),
+    Rule.SHORT_TIMEOUT: (
+        "Give the timeout in seconds or minutes: init_process_group(timeout=timedelta(minutes=10)) and the same on "
+        "every new_group and store you create (a separate gloo group for objects has its own). Check the unit where "
+        "the value comes from (an argument documented in seconds passed as milliseconds). Here a longer timeout is "
+        "the fix: the ranks were not stuck, only given less time than a step takes.",),
     Rule.NAMED: (
         "That rank never reached init_process_group (or reached it elsewhere): check it started, that every "
         "rank got the same MASTER_ADDR/MASTER_PORT, and what it was doing (its stack dump).",),

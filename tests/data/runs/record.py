@@ -124,6 +124,8 @@ RUNS = {
                        "a metrics HTTP server on a fixed port, started on every rank: the second bind fails"),
     "user-makedirs-race": (user("seq_trainer", folder="tests/userscripts_heldout11"),
                            "os.makedirs(run_dir) without exist_ok on every rank: the second one raises FileExistsError"),
+    "user-short-timeout": (user("cls_objsync", folder="tests/userscripts_heldout12"),
+                           "a gloo group for objects made with timedelta(milliseconds=300) where 300 s was meant"),
 }
 TMP: Path  # where the user scripts run from, made in __main__ and removed when recording ends
 
