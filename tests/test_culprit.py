@@ -561,11 +561,13 @@ def test_a_timeout_under_a_second_is_the_fault_not_the_rank_still_busy():
     assert all(C.short_timeout(evidence(n)[0]) is None for n in ("stall", "user-loader-hang", "user-busy-rank"))
 
 
-def test_timeout_ms_reads_gloo_store_and_nccl_wordings():
-    data = json.loads((Path(__file__).resolve().parent / "data" / "watchdog_lines.json").read_text())
-    for case in data:  # real watchdog and gloo lines, each with the timeout it gives
-        if case["expect"].get("timeout_ms"):
-            assert C.timeout_ms(case["text"]) == case["expect"]["timeout_ms"], case["source"]
-    store = (RUNS / "user-wrong-world" / "rank1.log").read_text()  # DistStoreError: wait timeout after 10000ms, keys: ...
-    assert C.timeout_ms(store) == 10000
-    assert C.timeout_ms("RuntimeError: Connection closed by peer") is None
+def test_a_pasted_log_that_gave_up_within_a_second_gets_the_same_advice_first():
+    # the same run's output pasted into doctor: one verdict, one remedy table
+    from nbhelpers.diagnosis.classify import classify
+
+    ev, _ = evidence("user-short-timeout")
+    pasted = classify("\n".join(v.log for v in ev.views))[0]
+    assert pasted.category == "collective_timeout" and pasted.short_timeout_ms == 300
+    assert pasted.remedies[0] == advice(C.short_timeout(ev).kind, None)[0]
+    stall = classify("\n".join(v.log for v in evidence("stall")[0].views))[0]  # 3 s: the usual advice
+    assert stall.short_timeout_ms is None and "longer timeout is the fix" not in " ".join(stall.remedies)

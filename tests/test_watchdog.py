@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from nbhelpers.diagnosis.watchdog import parse_watchdog, slow_or_stuck, watchdog_table
+from nbhelpers.diagnosis.watchdog import parse_watchdog, slow_or_stuck, timeout_ms, watchdog_table
 
 CASES = json.loads((Path(__file__).parent / "data" / "watchdog_lines.json").read_text())
 
@@ -69,3 +69,12 @@ def test_nothing_to_parse_and_bad_inputs():
         slow_or_stuck(CASES[0]["text"], world=1, busbw_gbs=1)
     with pytest.raises(ValueError):
         slow_or_stuck(CASES[0]["text"], world=2, busbw_gbs=0)
+
+
+def test_timeout_ms_reads_gloo_store_and_nccl_wordings():
+    for case in CASES:  # real watchdog and gloo lines, each with the timeout it gives
+        if case["expect"].get("timeout_ms"):
+            assert timeout_ms(case["text"]) == case["expect"]["timeout_ms"], case["source"]
+    store = (Path(__file__).parent / "data" / "runs" / "user-wrong-world" / "rank1.log").read_text()
+    assert timeout_ms(store) == 10000  # DistStoreError: wait timeout after 10000ms, keys: ...
+    assert timeout_ms("RuntimeError: Connection closed by peer") is None

@@ -21,8 +21,11 @@ from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
+from nbhelpers.diagnosis import api
 from nbhelpers.diagnosis.api import Failure
 from nbhelpers.diagnosis.categories import CATEGORIES, CONSEQUENCE
+from nbhelpers.diagnosis.remedies import REMEDIES
+from nbhelpers.diagnosis.watchdog import SHORT_TIMEOUT_MS, timeout_ms
 
 CHUNK = 4 << 20
 TAIL_BYTES = 1 << 16
@@ -1287,8 +1290,16 @@ class Finding:
         return CATEGORIES[self.category].explanation
 
     @property
+    def short_timeout_ms(self) -> int | None:
+        """The timeout an evidence line gives, when it is under a second (``Timed out waiting 300ms``): then the
+        timeout's value or unit is the fault, not a rank (as the run's ``short_timeout`` rule says)."""
+        found = [ms for e in self.evidence if (ms := timeout_ms(e.text)) is not None]
+        return min(found) if found and max(found) < SHORT_TIMEOUT_MS else None
+
+    @property
     def remedies(self) -> list[str]:
-        return list(CATEGORIES[self.category].remedies)
+        short = list(REMEDIES[api.Rule.SHORT_TIMEOUT]) if self.short_timeout_ms is not None else []
+        return short + list(CATEGORIES[self.category].remedies)
 
     @property
     def is_cause(self) -> bool:

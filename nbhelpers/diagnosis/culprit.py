@@ -19,10 +19,11 @@ from typing import Callable, Iterator
 from nbhelpers.diagnosis.api import Failure, Rule, Verdict
 from nbhelpers.diagnosis.hang import rank_ranges
 from nbhelpers.diagnosis.tracebacks import RANK_PREFIX, SPY_FRAME, Frame, Where, stack_frames, where_from
+from nbhelpers.diagnosis.watchdog import SHORT_TIMEOUT_MS, timeout_ms
 
 __all__ = ["RankView", "Evidence", "RULES", "find_culprit", "named_ranks", "store_key_ranks", "torchrun_root_cause",
            "exit_records",
-           "enclosing_rank_branch", "enclosing_block", "loop_left", "timeout_ms"]
+           "enclosing_rank_branch", "enclosing_block", "loop_left"]
 
 WAITING = re.compile(
     r"Timed out waiting \d+ ?ms for (recv|send)|wait timeout after|waiting for clients|clients joined|"
@@ -36,11 +37,6 @@ UNREACHABLE = re.compile(
     r"Connection refused|No route to host|Unable to find address for|EADDRINUSE|Name or service not known",
     re.I)
 KILLED_BEFORE_ESCALATION_S = 1.0
-# the timeout a waiting rank's error gives: gloo's recv/send, a store wait, NCCL's watchdog (Timeout(ms)=...)
-TIMEOUT_MS = re.compile(r"Timed out waiting (\d+) ?ms|wait timeout after (\d+) ?ms|Timeout\(ms\)=(\d+)|"
-                        r"timed out after (\d+) ?ms", re.I)
-SHORT_TIMEOUT_MS = 1000  # under a second: no collective or store wait is meant to give up that soon (the shortest
-#                          timeout the workbook's own hang demonstrations use is 3 s)
 SIZE_MISMATCH = re.compile(r"doesn't match expected size|collective mismatch", re.I)
 DTYPE_PAIRS = {2: "float32 on one rank and int64/float64 (or float16 and float32)",
                4: "uint8/bool on one rank and float32 (or float16 and float64)",
@@ -771,12 +767,6 @@ def wrong_world(ev: Evidence) -> Verdict | None:
                             "none at all (a --rank option left at its default, from an mp.spawn version of the "
                             "script, does this)", [f"rank {v.rank}: {v.error}"], Failure.RENDEZVOUS_TIMEOUT)
     return None
-
-
-def timeout_ms(error: str | None) -> int | None:
-    """The timeout, in milliseconds, that a waiting rank's error says it gave up after (None: it gives none)."""
-    m = TIMEOUT_MS.search(error or "")
-    return int(next(g for g in m.groups() if g)) if m else None
 
 
 def short_timeout(ev: Evidence) -> Verdict | None:

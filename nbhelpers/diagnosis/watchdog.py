@@ -23,6 +23,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+__all__ = ["parse_watchdog", "watchdog_table", "slow_or_stuck", "timeout_ms", "TimeoutLine", "SlowOrStuck",
+           "SHORT_TIMEOUT_MS"]
+
 from nbhelpers.diagnosis.busbw import (
     DTYPE_BYTES,
     bus_factor,
@@ -37,6 +40,11 @@ _WORK = re.compile(r"Work(?P<backend>NCCL|XCCL|Gloo|HCCL|MPI)?\((?P<body>[^()]*(
 _FIELD = re.compile(r"(\w+(?:\(ms\))?)=(\[[^\]]*\]|[^,]+)")
 _RANK = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]|\[rank(\d+)\]")
 _GLOO = re.compile(r"Timed out waiting (?P<ms>\d+) ?ms for (?P<dir>recv|send) operation to complete")
+# the timeout a waiting rank's error gives: gloo's recv/send, a store wait, NCCL's watchdog (Timeout(ms)=...)
+TIMEOUT_MS = re.compile(r"Timed out waiting (\d+) ?ms|wait timeout after (\d+) ?ms|Timeout\(ms\)=(\d+)|"
+                        r"timed out after (\d+) ?ms", re.I)
+SHORT_TIMEOUT_MS = 1000  # under a second: no collective or store wait is meant to give up that soon (the shortest
+#                          timeout the workbook's own hang demonstrations use is 3 s)
 _AT_WORK = re.compile(r"detected by watchdog at work: (\d+), last enqueued NCCL work: (-?\d+), "
                       r"last completed NCCL work: (-?\d+)")
 
@@ -99,6 +107,12 @@ def parse_watchdog(text: str) -> list[TimeoutLine]:
                                timeout_ms=int(m.group("ms")), direction=m.group("dir"),
                                text=flat[max(0, m.start() - 120):m.end()].strip()))
     return out
+
+
+def timeout_ms(text: str | None) -> int | None:
+    """The timeout, in milliseconds, that the first timeout message in ``text`` says it gave up after (None: none)."""
+    m = TIMEOUT_MS.search(text or "")
+    return int(next(g for g in m.groups() if g)) if m else None
 
 
 def watchdog_table(text: str):
