@@ -23,7 +23,8 @@ SETS = {"dev": REPO / "examples" / "faulty", "held-out": REPO / "tests" / "users
         "eighth set": REPO / "tests" / "userscripts_heldout8",
         "ninth set": REPO / "tests" / "userscripts_heldout9",
         "tenth set": REPO / "tests" / "userscripts_heldout10",
-        "eleventh set": REPO / "tests" / "userscripts_heldout11", "twelfth set": REPO / "tests" / "userscripts_heldout12"}
+        "eleventh set": REPO / "tests" / "userscripts_heldout11", "twelfth set": REPO / "tests" / "userscripts_heldout12",
+        "thirteenth set": REPO / "tests" / "userscripts_heldout13"}
 
 
 def run(folder: Path, name: str) -> dict:

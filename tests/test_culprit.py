@@ -26,6 +26,7 @@ HELDOUT9 = Path(__file__).resolve().parent / "userscripts_heldout9"
 HELDOUT10 = Path(__file__).resolve().parent / "userscripts_heldout10"
 HELDOUT11 = Path(__file__).resolve().parent / "userscripts_heldout11"
 HELDOUT12 = Path(__file__).resolve().parent / "userscripts_heldout12"
+HELDOUT13 = Path(__file__).resolve().parent / "userscripts_heldout13"
 HELDOUT = Path(__file__).resolve().parent / "userscripts_heldout"
 
 DECIDED_BY = {  # recorded run -> the rule that must decide it
@@ -89,6 +90,7 @@ DECIDED_BY = {  # recorded run -> the rule that must decide it
     "user-port-race": C.race,  # every rank starts a metrics server on one fixed port: the second bind fails
     "user-makedirs-race": C.race,  # every rank creates the run folder without exist_ok (eleventh set)
     "user-short-timeout": C.short_timeout,  # a group's timeout of 300 ms while rank 0 builds its vocabulary (twelfth set)
+    "user-export-guard": C.crashed,  # torch.export's GuardOnDataDependentSymNode on rank 0 (thirteenth set)
 }
 EXPECTED_FAILURE = {  # what each user-script run must be called, besides its culprit
     "user-valueerror": (1, "rank_error"), "user-oom-allgather": (1, "oom_in_collective"),
@@ -109,14 +111,14 @@ EXPECTED_FAILURE = {  # what each user-script run must be called, besides its cu
     "user-store-key": (0, None), "user-store-gate": (None, None),
     "user-autograd-collective": (None, "collective_mismatch"), "user-resume-master-only": (None, "collective_mismatch"),
     "user-port-race": (None, "port_in_use"), "user-makedirs-race": (None, "rank_error"), "user-uneven-finished-stopped": (1, "collective_mismatch"),  # None: the classifier names it
-    "user-short-timeout": (None, None),  # the run's category is the classifier's collective_timeout
+    "user-short-timeout": (None, None), "user-export-guard": (0, "rank_error"),  # the run's category is the classifier's collective_timeout
 }
 
 
 def evidence(name: str) -> tuple[C.Evidence, dict]:
     views, torchrun_log = read_run_dir(RUNS / name)
     meta = json.loads((RUNS / name / "run.json").read_text())
-    return C.Evidence(views, meta["status"], None, torchrun_log, read_sources(views, [EXAMPLES, HELDOUT, HELDOUT2, HELDOUT3, HELDOUT4, HELDOUT5, HELDOUT6, HELDOUT7, HELDOUT8, HELDOUT9, HELDOUT10, HELDOUT11, HELDOUT12])), meta
+    return C.Evidence(views, meta["status"], None, torchrun_log, read_sources(views, [EXAMPLES, HELDOUT, HELDOUT2, HELDOUT3, HELDOUT4, HELDOUT5, HELDOUT6, HELDOUT7, HELDOUT8, HELDOUT9, HELDOUT10, HELDOUT11, HELDOUT12, HELDOUT13])), meta
 
 
 @pytest.mark.parametrize("name", sorted(DECIDED_BY))

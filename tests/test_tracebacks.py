@@ -81,3 +81,22 @@ def test_a_py_spy_dump_of_a_rank_busy_in_python_holding_the_gil_is_read():
     assert '(active+gil): "MainThread"' in dump
     w = stack_frames(dump)
     assert w.collective is None and w.user.func == "build_shard_stats" and w.user.file.endswith("recsys_twotower.py")
+
+
+def test_a_traceback_closes_with_its_exception_whatever_the_class_is_called():
+    # torch.export on rank 0 (thirteenth set's export_model.py): the class ends in neither Error nor Exception
+    tb = last_traceback(log("user-export-guard", 0))
+    assert tb.exc_type == "torch.fx.experimental.symbolic_shapes.GuardOnDataDependentSymNode"
+    assert tb.message.startswith("Could not guard on data-dependent expression") and tb.user.line == 74
+    assert [w.exc_type for _, _, w in exceptions(log("user-export-guard", 0))][-1] == tb.exc_type
+
+
+def test_mp_spawns_bare_exception_wrapper_is_not_the_ranks_error():
+    # torch < 1.10's mp.spawn re-raised a rank's error as a bare "Exception: " followed by "-- Process N terminated
+    # with the following error:" and that rank's own traceback (real text pasted in lkeab/BCNet#53)
+    import json
+
+    corpus = Path(__file__).resolve().parent.parent / "nbhelpers" / "data" / "corpus" / "train.jsonl"
+    text = next(r["log"] for r in map(json.loads, corpus.read_text().splitlines()) if r["id"] == "lkeab/BCNet#53")
+    assert "\nException: \n" in text
+    assert all(w.exc_type != "Exception" for _, _, w in exceptions(text))

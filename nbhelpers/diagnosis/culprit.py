@@ -18,7 +18,7 @@ from typing import Callable, Iterator
 
 from nbhelpers.diagnosis.api import Failure, Rule, Verdict
 from nbhelpers.diagnosis.hang import rank_ranges
-from nbhelpers.diagnosis.tracebacks import RANK_PREFIX, SPY_FRAME, Frame, Where, stack_frames, where_from
+from nbhelpers.diagnosis.tracebacks import RANK_PREFIX, SPY_FRAME, Frame, Where, exceptions, stack_frames, where_from
 from nbhelpers.diagnosis.watchdog import SHORT_TIMEOUT_MS, timeout_ms
 
 __all__ = ["RankView", "Evidence", "RULES", "find_culprit", "named_ranks", "store_key_ranks", "torchrun_root_cause",
@@ -88,11 +88,17 @@ class RankView:
         fails = [e for e in self.events if e.get("status") == "fail"]
         if fails:
             return fails[-1].get("error")
-        for line in reversed(self.log.splitlines()):
-            m = EXCEPTION_LINE.match(line.strip())
-            if m and not line.lstrip().startswith(("File ", "raise ")):
-                return m.group(1)[:4000]
-        return None
+        lines = self.log.splitlines()
+        hit = next(((i, m.group(1)) for i in range(len(lines) - 1, -1, -1)
+                    if (m := EXCEPTION_LINE.match(lines[i].strip())) and not lines[i].lstrip().startswith(("File ", "raise "))),
+                   None)
+        if not any("Traceback (most recent call last)" in ln for ln in lines[hit[0] if hit else 0:]):
+            return hit[1][:4000] if hit else None
+        # a traceback after it may end in an exception of another wording (GuardOnDataDependentSymNode: ...)
+        closing = exceptions(self.log)
+        if closing and (hit is None or closing[-1][1] > hit[0]):
+            return RANK_PREFIX.sub("", lines[closing[-1][1]]).strip()[:4000]
+        return hit[1][:4000] if hit else None
 
     def in_distributed(self) -> bool | None:
         """Whether the stack dump shows this rank inside torch.distributed (None: no dump)."""

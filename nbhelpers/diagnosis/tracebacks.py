@@ -24,6 +24,10 @@ SPY_THREAD = re.compile(r'^Thread (?:0x)?[0-9A-Fa-f]+ \(([\w+ ]+)\): "([^"]+)"')
 # extension modules' lower-case ones ("zlib.error: ...", "struct.error", "socket.timeout", "lzma.LZMAError")
 EXC_LINE = re.compile(r"^((?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Timeout)|Stop(?:Async)?Iteration|"
                       r"(?:[A-Za-z_]\w*\.)+(?:error|timeout|herror|gaierror))(?::\s?(.*))?$")
+# any other exception class closing a traceback, once its frames are read: the first line at the margin that is a
+# dotted CamelCase name, with or without a message ("torch.fx.experimental.symbolic_shapes.GuardOnDataDependentSymNode:
+# Could not guard ...", "torch._dynamo.exc.Unsupported: ...")
+ANY_EXC_LINE = re.compile(r"^((?:[A-Za-z_]\w*\.)*[A-Z][A-Za-z0-9_]*)(?::\s?(.*))?$")
 LIBRARY = re.compile(r"(site-packages|dist-packages)/|/lib/python3\.\d+/|^<frozen |^<string>|/nbhelpers/runtime/")
 THIRD_PARTY = {"torch", "numpy", "transformers", "accelerate", "lightning", "pytorch_lightning", "deepspeed", "tqdm",
                "torchvision", "torchaudio", "datasets", "triton", "apex", "megatron", "fairscale", "timm", "hydra"}
@@ -98,6 +102,20 @@ def _reraised(lines: list[str], i: int) -> bool:
     return i + 1 < len(lines) and RANK_PREFIX.sub("", lines[i + 1]).startswith(ORIGINAL)
 
 
+def _exception_line(line: str, frames: list[Frame]) -> re.Match | None:
+    """The exception line closing a traceback whose ``frames`` were read (prefix stripped): at the margin, a known
+    exception wording, or failing that any dotted CamelCase class name."""
+    if not frames or line.startswith((" ", "\t")):
+        return None
+    known = EXC_LINE.match(line.strip())
+    if known:
+        return known
+    other = ANY_EXC_LINE.match(line.strip())
+    if other and other.group(1) == "Exception" and not (other.group(2) or "").strip():
+        return None  # mp.spawn's bare "Exception:" wrapper: the rank's own traceback follows it
+    return other
+
+
 def _lines(text: str) -> list[str]:
     return [RANK_PREFIX.sub("", ln.rstrip("\r")) for ln in text.splitlines()]
 
@@ -119,8 +137,8 @@ def last_traceback(log: str) -> Where | None:
             frames.append(Frame(m.group(1), int(m.group(2)), m.group(3), code))
             i += 1
             continue
-        e = EXC_LINE.match(lines[i].strip())
-        if e and frames and not lines[i].startswith(" "):
+        e = _exception_line(lines[i], frames)
+        if e:
             exc_type, message = e.group(1), (e.group(2) or "").strip()
             if _reraised(lines, i):  # the worker's frames and error follow
                 i += 2
@@ -150,8 +168,8 @@ def exceptions(log: str) -> list[tuple[int | None, int, Where]]:
         if f:
             frames.append(Frame(f.group(1), int(f.group(2)), f.group(3)))
             continue
-        e = EXC_LINE.match(ln.strip())
-        if e and frames and not ln.startswith(" "):
+        e = _exception_line(ln, frames)
+        if e:
             if _reraised(raws, i):
                 continue  # re-raised from a DataLoader worker: its own frames and exception come next
             out.append((rank, i, Where("traceback", frames, e.group(1), (e.group(2) or "").strip())))

@@ -126,6 +126,8 @@ RUNS = {
                            "os.makedirs(run_dir) without exist_ok on every rank: the second one raises FileExistsError"),
     "user-short-timeout": (user("cls_objsync", folder="tests/userscripts_heldout12"),
                            "a gloo group for objects made with timedelta(milliseconds=300) where 300 s was meant"),
+    "user-export-guard": (user("export_model", folder="tests/userscripts_heldout13"),
+                          "torch.export on rank 0 fails on a data-dependent branch (GuardOnDataDependentSymNode)"),
 }
 TMP: Path  # where the user scripts run from, made in __main__ and removed when recording ends
 
