@@ -784,7 +784,7 @@ def short_timeout(ev: Evidence) -> Verdict | None:
     if not waited or max(waited.values()) >= SHORT_TIMEOUT_MS:
         return None
     busy = "; ".join(f"rank {v.rank}: {v.last_seen(ev.t_fail)}" for v in ev.views if v.rank not in waited)
-    r, ms = min(waited.items())
+    ms = min(waited.values())
     return ev.nobody(Rule.SHORT_TIMEOUT, f"rank{'s' if len(waited) > 1 else ''} {rank_ranges(sorted(waited))} gave up "
                      f"after {ms} ms{f' ({busy})' if busy else ''}: a timeout under a second is shorter than ordinary "
                      "work between two collectives, so the timeout is the fault, not a rank. Look for a value in the "

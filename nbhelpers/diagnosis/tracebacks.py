@@ -24,8 +24,8 @@ SPY_THREAD = re.compile(r'^Thread (?:0x)?[0-9A-Fa-f]+ \(([\w+ ]+)\): "([^"]+)"')
 # extension modules' lower-case ones ("zlib.error: ...", "struct.error", "socket.timeout", "lzma.LZMAError")
 EXC_LINE = re.compile(r"^((?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Timeout)|Stop(?:Async)?Iteration|"
                       r"(?:[A-Za-z_]\w*\.)+(?:error|timeout|herror|gaierror))(?::\s?(.*))?$")
-# any other exception class closing a traceback, once its frames are read: the first line at the margin that is a
-# dotted CamelCase name, with or without a message ("torch.fx.experimental.symbolic_shapes.GuardOnDataDependentSymNode:
+# any other exception class closing a traceback, once its frames are read: a line at the margin that is a dotted
+# CamelCase name, with or without a message ("torch.fx.experimental.symbolic_shapes.GuardOnDataDependentSymNode:
 # Could not guard ...", "torch._dynamo.exc.Unsupported: ...")
 ANY_EXC_LINE = re.compile(r"^((?:[A-Za-z_]\w*\.)*[A-Z][A-Za-z0-9_]*)(?::\s?(.*))?$")
 LIBRARY = re.compile(r"(site-packages|dist-packages)/|/lib/python3\.\d+/|^<frozen |^<string>|/nbhelpers/runtime/")
@@ -103,17 +103,19 @@ def _reraised(lines: list[str], i: int) -> bool:
 
 
 def _exception_line(line: str, frames: list[Frame]) -> re.Match | None:
-    """The exception line closing a traceback whose ``frames`` were read (prefix stripped): at the margin, a known
-    exception wording, or failing that any dotted CamelCase class name."""
+    """The exception line closing a traceback whose ``frames`` were read (prefixes stripped), at the margin: a known
+    exception wording, else a module-qualified class (``torch.fx.experimental.symbolic_shapes.GuardOnDataDependentSymNode:
+    ...``) or a bare ``Exception: message``; a bare word ("Loss: 0.41", another process's line) is not one, nor is
+    mp.spawn's bare ``Exception:`` wrapper (the rank's own traceback follows it)."""
     if not frames or line.startswith((" ", "\t")):
         return None
     known = EXC_LINE.match(line.strip())
     if known:
         return known
     other = ANY_EXC_LINE.match(line.strip())
-    if other and other.group(1) == "Exception" and not (other.group(2) or "").strip():
-        return None  # mp.spawn's bare "Exception:" wrapper: the rank's own traceback follows it
-    return other
+    if other and ("." in other.group(1) or other.group(1) == "Exception" and (other.group(2) or "").strip()):
+        return other
+    return None
 
 
 def _lines(text: str) -> list[str]:
