@@ -27,6 +27,7 @@ HELDOUT10 = Path(__file__).resolve().parent / "userscripts_heldout10"
 HELDOUT11 = Path(__file__).resolve().parent / "userscripts_heldout11"
 HELDOUT12 = Path(__file__).resolve().parent / "userscripts_heldout12"
 HELDOUT13 = Path(__file__).resolve().parent / "userscripts_heldout13"
+HELDOUT14 = Path(__file__).resolve().parent / "userscripts_heldout14"
 HELDOUT = Path(__file__).resolve().parent / "userscripts_heldout"
 
 DECIDED_BY = {  # recorded run -> the rule that must decide it
@@ -91,6 +92,7 @@ DECIDED_BY = {  # recorded run -> the rule that must decide it
     "user-makedirs-race": C.race,  # every rank creates the run folder without exist_ok (eleventh set)
     "user-short-timeout": C.short_timeout,  # a group's timeout of 300 ms while rank 0 builds its vocabulary (twelfth set)
     "user-export-guard": C.crashed,  # torch.export's GuardOnDataDependentSymNode on rank 0 (thirteenth set)
+    "user-resume-apart": C.size_mismatch,  # rank 1 resumed at step 2200, rank 0 at 2400 (fourteenth set)
 }
 EXPECTED_FAILURE = {  # what each user-script run must be called, besides its culprit
     "user-valueerror": (1, "rank_error"), "user-oom-allgather": (1, "oom_in_collective"),
@@ -111,14 +113,15 @@ EXPECTED_FAILURE = {  # what each user-script run must be called, besides its cu
     "user-store-key": (0, None), "user-store-gate": (None, None),
     "user-autograd-collective": (None, "collective_mismatch"), "user-resume-master-only": (None, "collective_mismatch"),
     "user-port-race": (None, "port_in_use"), "user-makedirs-race": (None, "rank_error"), "user-uneven-finished-stopped": (1, "collective_mismatch"),  # None: the classifier names it
-    "user-short-timeout": (None, None), "user-export-guard": (0, "rank_error"),  # the run's category is the classifier's collective_timeout
+    "user-short-timeout": (None, None), "user-export-guard": (0, "rank_error"),
+    "user-resume-apart": (1, None),  # the run's category is the classifier's collective_timeout
 }
 
 
 def evidence(name: str) -> tuple[C.Evidence, dict]:
     views, torchrun_log = read_run_dir(RUNS / name)
     meta = json.loads((RUNS / name / "run.json").read_text())
-    return C.Evidence(views, meta["status"], None, torchrun_log, read_sources(views, [EXAMPLES, HELDOUT, HELDOUT2, HELDOUT3, HELDOUT4, HELDOUT5, HELDOUT6, HELDOUT7, HELDOUT8, HELDOUT9, HELDOUT10, HELDOUT11, HELDOUT12, HELDOUT13])), meta
+    return C.Evidence(views, meta["status"], None, torchrun_log, read_sources(views, [EXAMPLES, HELDOUT, HELDOUT2, HELDOUT3, HELDOUT4, HELDOUT5, HELDOUT6, HELDOUT7, HELDOUT8, HELDOUT9, HELDOUT10, HELDOUT11, HELDOUT12, HELDOUT13, HELDOUT14])), meta
 
 
 @pytest.mark.parametrize("name", sorted(DECIDED_BY))
@@ -573,3 +576,15 @@ def test_a_pasted_log_that_gave_up_within_a_second_gets_the_same_advice_first():
     assert pasted.remedies[0] == advice(C.short_timeout(ev).kind, None)[0]
     stall = classify("\n".join(v.log for v in evidence("stall")[0].views))[0]  # 3 s: the usual advice
     assert stall.short_timeout_ms is None and "longer timeout is the fix" not in " ".join(stall.remedies)
+
+
+def test_ranks_that_resumed_at_different_points_name_the_one_that_resumed_apart():
+    # resume_latest.py (fourteenth set): each rank resumes from its own newest snapshot; rank 1's step-2400 file is
+    # torn, so it resumes at 2200 while rank 0 resumes at 2400, and gloo aborts rank 0 on the sizes at step 2500
+    ev, _ = evidence("user-resume-apart")
+    r, mine, theirs = ev.resumed_apart
+    assert r == 1 and "at step 2200" in mine and "at step 2400" in theirs
+    v = C.size_mismatch(ev)
+    assert v.culprit == 1 and "resumed at different points" in v.reason and "earlier point" in v.reason, v
+    # a rank that resumed where its peer logged no resume at all is not this (master-only resume: rank 0 alone)
+    assert evidence("user-resume-master-only")[0].resumed_apart is None

@@ -57,7 +57,7 @@ RANK_CONDITION = re.compile(r"^\s*(if|elif)\b(.*(?:\brank\b|_rank\b|get_rank\(|i
 STORE_KEYS = re.compile(r"wait timeout after \d+ ?ms, keys: (\S+)")
 # a line saying the script resumed from a checkpoint at some epoch or step ("resumed from last.pt at epoch 4")
 RESUMED = re.compile(r"\b(?:resum\w*|restor\w*|load(?:ed|ing)?\b.*\bcheckpoint)\b"
-                     r".*\b(?:epoch|step|iter\w*)\b\s*[=:]?\s*\d+", re.I)
+                     r".*\b(?:epoch|step|iter\w*)\b\s*[=:]?\s*(\d+)", re.I)  # the point it resumed at
 ADDRESS_IN_USE = re.compile(r"Address already in use|EADDRINUSE|\[Errno 98\]|WinError 10048", re.I)
 FILE_EXISTS = re.compile(r"^(?:\w+\.)*FileExistsError\b|\[Errno 17\] File exists|WinError 183")
 RANK_KEY = re.compile(r"//(?:[a-z]+//)?\d+/(\d+)$")  # a process group's key of a rank: gloo's /default_pg/0//cpu//0/1
@@ -368,6 +368,25 @@ class Evidence:
                 found[r] = aside[0][:300]
         return next(iter(found.items())) if len(found) == 1 else None
 
+    @cached_property
+    def resumed_apart(self) -> tuple[int, str, str] | None:
+        """When every rank logged that it resumed (``resumed from ckpt/rank1/step_002200.pt at step 2200``), and not
+        at one point: (the rank that resumed apart, its line, a peer's line).  With three ranks or more, the one rank
+        whose point no other shares; with two, the one that resumed from the earlier point (its newer checkpoint
+        missing or torn: the usual way per-rank checkpoints part)."""
+        said = {v.rank: next(((ln[:300], int(m.group(1))) for ln in v.own_lines() if (m := RESUMED.search(ln))), None)
+                for v in self.views}
+        points = [p for _, p in filter(None, said.values())]
+        if len(said) < 2 or None in said.values() or len(set(points)) < 2:
+            return None
+        alone = [r for r, (_, p) in said.items() if points.count(p) == 1]
+        if len(said) == 2:
+            alone = [min(said, key=lambda r: said[r][1])]
+        elif len(alone) != 1 or len(set(points)) != 2:
+            return None
+        peer = next(r for r in said if r != alone[0])
+        return alone[0], said[alone[0]][0], said[peer][0]
+
     def script(self) -> str | None:
         """The script the ranks ran (``python train.py``), as its path is written, when its source is at hand."""
         return next((a[0] for v in self.views if (a := v.record.get("argv")) and a[0].endswith(".py")
@@ -519,6 +538,15 @@ class Evidence:
             return self.blame(r, verdict.kind, f"{verdict.reason}{loop}. Rank {r} alone had logged `{said}` before: it "
                               "took a path its peers did not, so it is named", verdict.evidence + [f"rank {r}: {said}"],
                               verdict.failure)
+        if self.resumed_apart is not None:
+            r, mine, theirs = self.resumed_apart
+            return self.blame(r, verdict.kind, f"{verdict.reason}{loop}. The ranks resumed at different points: rank "
+                              f"{r} logged `{mine}` and a peer `{theirs}`, so from then on they ran different steps. Rank "
+                              f"{r} resumed {'from the earlier point' if self.world == 2 else 'where no other rank did'}: "
+                              "its newest checkpoint was missing or torn (or its peers read one it never wrote), so it is "
+                              "named. Resume every rank from one point: agree on it first (each rank's latest complete "
+                              "step, all_reduce with MIN, or rank 0 picks it and broadcasts it)",
+                              verdict.evidence + [f"rank {r}: {mine}"], verdict.failure)
         if left or branch or graph:
             return replace(verdict, reason=f"{verdict.reason}{loop}",
                            evidence=verdict.evidence + [f"rank {inside}: in `{header}` (line {line})"])

@@ -128,6 +128,8 @@ RUNS = {
                            "a gloo group for objects made with timedelta(milliseconds=300) where 300 s was meant"),
     "user-export-guard": (user("export_model", folder="tests/userscripts_heldout13"),
                           "torch.export on rank 0 fails on a data-dependent branch (GuardOnDataDependentSymNode)"),
+    "user-resume-apart": (user("resume_latest", folder="tests/userscripts_heldout14"),
+                          "each rank resumes from its own latest snapshot; rank 1's newest is torn, so it resumes earlier"),
 }
 TMP: Path  # where the user scripts run from, made in __main__ and removed when recording ends
 
