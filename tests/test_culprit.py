@@ -111,7 +111,7 @@ EXPECTED_FAILURE = {  # what each user-script run must be called, besides its cu
     "user-own-rank-zero": (1, "rendezvous_timeout"), "user-eval-tokens": (None, None),
     "user-freeze-after-wrap": (None, "rank_error"),  # the run's category is the classifier's collective_mismatch
     "user-store-key": (0, None), "user-store-gate": (None, None),
-    "user-autograd-collective": (None, "collective_mismatch"), "user-resume-master-only": (None, "collective_mismatch"),
+    "user-autograd-collective": (None, "collective_mismatch"), "user-resume-master-only": (0, "collective_mismatch"),
     "user-port-race": (None, "port_in_use"), "user-makedirs-race": (None, "rank_error"), "user-uneven-finished-stopped": (1, "collective_mismatch"),  # None: the classifier names it
     "user-short-timeout": (None, None), "user-export-guard": (0, "rank_error"),
     "user-resume-apart": (1, None),  # the run's category is the classifier's collective_timeout
@@ -505,16 +505,23 @@ def test_a_collective_in_a_custom_autograd_functions_backward_that_a_peer_never_
         1, "class Head(nn.Module)") and not C.AUTOGRAD_FUNCTION.match("class Head(nn.Module)")
 
 
-def test_a_rank_past_the_loop_that_logged_its_resume_is_told_apart_from_one_that_did_not():
-    # train_resume.py (seventh set): only the master loads the checkpoint ("resumed from ... at epoch 4"), so rank 0
-    # runs epochs 4-5 and waits in the final barrier while rank 1, from epoch 0, is still in the epoch loop. The loop
-    # names nobody; the reason quotes rank 0's resume line, which rank 1 never logged
+def test_a_rank_that_alone_resumed_under_a_rank_condition_is_named():
+    # train_resume.py (seventh set): only the master loads the checkpoint ("resumed from ... at epoch 4", under
+    # `if args.resume and is_master and os.path.exists(ckpt_path):`), so rank 0 runs epochs 4-5 and waits in the final
+    # barrier while rank 1, from epoch 0, is still in the epoch loop. The loop alone would name nobody; the resume
+    # under a rank condition names rank 0, and the reason quotes its line and the condition
     ev, _ = evidence("user-resume-master-only")
     inside, past, *_ = ev.past_loop(ev.positions)
     assert (inside, past) == (1, 0)
+    r, said, line, cond = ev.resumed_alone
+    assert (r, line) == (0, 68) and said.startswith("resumed from") and "is_master" in cond
     v = C.find_culprit(ev.views, ev.status, torchrun_log=ev.torchrun_log, sources=ev.sources)
-    assert v.culprit is None and "Rank 0 had logged `resumed from" in v.reason and "at epoch 4" in v.reason, v
-    assert "load the counters (epoch, step) on every rank" in v.reason
+    assert v.culprit == 0 and "Rank 0 had logged `resumed from" in v.reason and "at epoch 4" in v.reason, v
+    assert "only rank 0 resumed" in v.reason and "is_master" in v.reason
+    # a resume every rank does, logged on rank 0 only, is not this: the load must sit under the condition too
+    source = ev.sources[ev.script()].replace("    ckpt = torch.load(", "    ckpt = torch_load(").replace(
+        "    model.load_state_dict(", "    model.set_state(").replace("    optimizer.load_state_dict(", "    optimizer.set(")
+    assert C.Evidence(ev.views, ev.status, None, ev.torchrun_log, {**ev.sources, ev.script(): source}).resumed_alone is None
 
 
 def test_a_port_every_rank_of_a_host_binds_in_the_users_code_is_a_race_not_a_rank():

@@ -58,6 +58,7 @@ STORE_KEYS = re.compile(r"wait timeout after \d+ ?ms, keys: (\S+)")
 # a line saying the script resumed from a checkpoint at some epoch or step ("resumed from last.pt at epoch 4")
 RESUMED = re.compile(r"\b(?:resum\w*|restor\w*|load(?:ed|ing)?\b.*\bcheckpoint)\b"
                      r".*\b(?:epoch|step|iter\w*)\b\s*[=:]?\s*(\d+)", re.I)  # the point it resumed at
+LOADS = re.compile(r"\bload\w*\(")  # torch.load(, model.load_state_dict(, load_checkpoint(
 ADDRESS_IN_USE = re.compile(r"Address already in use|EADDRINUSE|\[Errno 98\]|WinError 10048", re.I)
 FILE_EXISTS = re.compile(r"^(?:\w+\.)*FileExistsError\b|\[Errno 17\] File exists|WinError 183")
 RANK_KEY = re.compile(r"//(?:[a-z]+//)?\d+/(\d+)$")  # a process group's key of a rank: gloo's /default_pg/0//cpu//0/1
@@ -387,6 +388,26 @@ class Evidence:
         peer = next(r for r in said if r != alone[0])
         return alone[0], said[alone[0]][0], said[peer][0]
 
+    @cached_property
+    def resumed_alone(self) -> tuple[int, str, int, str] | None:
+        """When one rank alone logged that it resumed, and the script's line that logs it sits, after the checkpoint's
+        loading, inside an ``if`` on the rank (``if args.resume and is_master and os.path.exists(ckpt_path):``): only
+        that rank loaded the checkpoint and its counters.  As (that rank, its line, the ``if``'s line, its text).  The
+        loading must be inside the ``if`` too: a resume every rank does, logged on rank 0 only, is not this."""
+        said = {v.rank: ln for v in self.views if (ln := next((x for x in v.own_lines() if RESUMED.search(x)), None))}
+        script = self.script()
+        if len(said) != 1 or script is None:
+            return None
+        r, line = next(iter(said.items()))
+        head = " ".join(re.sub(r"^\[?rank\s*\d+\]?:?\s*", "", line, flags=re.I).split()[:2])  # "resumed from"
+        source = self.sources[script]
+        lines = source.splitlines()
+        at = [i + 1 for i, text in enumerate(lines) if head in text and ('"' in text or "'" in text)]
+        branch = enclosing_rank_branch(source, at[0]) if len(at) == 1 else None
+        if not branch or branch[1].startswith("else") or not any(LOADS.search(t) for t in lines[branch[0]:at[0]]):
+            return None
+        return r, line[:300], branch[0], branch[1]
+
     def script(self) -> str | None:
         """The script the ranks ran (``python train.py``), as its path is written, when its source is at hand."""
         return next((a[0] for v in self.views if (a := v.record.get("argv")) and a[0].endswith(".py")
@@ -547,6 +568,14 @@ class Evidence:
                               "named. Resume every rank from one point: agree on it first (each rank's latest complete "
                               "step, all_reduce with MIN, or rank 0 picks it and broadcasts it)",
                               verdict.evidence + [f"rank {r}: {mine}"], verdict.failure)
+        if self.resumed_alone is not None:
+            r, said, line, cond = self.resumed_alone
+            return self.blame(r, verdict.kind, f"{verdict.reason}{loop}. Rank {r} alone logged `{said}`, and the script "
+                              f"loads the checkpoint under `{cond}` (line {line}): only rank {r} resumed, so it started at "
+                              "another epoch or step than its peers and ran other iterations (DDP copies rank 0's weights "
+                              "to the others, not the counters or the optimizer's state), so it is named. Load the "
+                              "checkpoint on every rank, or broadcast the counters (epoch, step) from rank 0",
+                              verdict.evidence + [f"rank {r}: {said}", f"line {line}: {cond}"], verdict.failure)
         if left or branch or graph:
             return replace(verdict, reason=f"{verdict.reason}{loop}",
                            evidence=verdict.evidence + [f"rank {inside}: in `{header}` (line {line})"])
