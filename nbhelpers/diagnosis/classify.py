@@ -21,8 +21,8 @@ from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
-from nbhelpers.diagnosis import api
 from nbhelpers.diagnosis.api import Failure
+from nbhelpers.diagnosis.api import Rule as CulpritRule  # classify's own Rule is a row of its rule table
 from nbhelpers.diagnosis.categories import CATEGORIES, CONSEQUENCE
 from nbhelpers.diagnosis.remedies import REMEDIES
 from nbhelpers.diagnosis.watchdog import SHORT_TIMEOUT_MS, timeout_ms
@@ -1298,7 +1298,7 @@ class Finding:
 
     @property
     def remedies(self) -> list[str]:
-        short = list(REMEDIES[api.Rule.SHORT_TIMEOUT]) if self.short_timeout_ms is not None else []
+        short = list(REMEDIES[CulpritRule.SHORT_TIMEOUT]) if self.short_timeout_ms is not None else []
         return short + list(CATEGORIES[self.category].remedies)
 
     @property

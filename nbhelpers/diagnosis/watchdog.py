@@ -23,9 +23,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["parse_watchdog", "watchdog_table", "slow_or_stuck", "timeout_ms", "TimeoutLine", "SlowOrStuck",
-           "SHORT_TIMEOUT_MS"]
-
 from nbhelpers.diagnosis.busbw import (
     DTYPE_BYTES,
     bus_factor,
@@ -34,6 +31,9 @@ from nbhelpers.diagnosis.busbw import (
     normalize_op,
     op_size_bytes,
 )
+
+__all__ = ["parse_watchdog", "watchdog_table", "slow_or_stuck", "timeout_ms", "TimeoutLine", "SlowOrStuck",
+           "SHORT_TIMEOUT_MS"]
 
 _WORK = re.compile(r"Work(?P<backend>NCCL|XCCL|Gloo|HCCL|MPI)?\((?P<body>[^()]*(?:\([^()]*\)[^()]*)*)\)"
                    r"(?P<tail>\s*(?:ran for (?P<ran>\d+) milliseconds|timed out in blocking wait))")
