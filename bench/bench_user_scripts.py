@@ -25,7 +25,7 @@ SETS = {"dev": REPO / "examples" / "faulty", "held-out": REPO / "tests" / "users
         "tenth set": REPO / "tests" / "userscripts_heldout10",
         "eleventh set": REPO / "tests" / "userscripts_heldout11", "twelfth set": REPO / "tests" / "userscripts_heldout12",
         "thirteenth set": REPO / "tests" / "userscripts_heldout13", "fourteenth set": REPO / "tests" / "userscripts_heldout14",
-        "fifteenth set": REPO / "tests" / "userscripts_heldout15"}
+        "fifteenth set": REPO / "tests" / "userscripts_heldout15", "sixteenth set": REPO / "tests" / "userscripts_heldout16"}
 
 
 def run(folder: Path, name: str) -> dict:
