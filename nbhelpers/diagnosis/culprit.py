@@ -370,15 +370,25 @@ class Evidence:
         return next(iter(found.items())) if len(found) == 1 else None
 
     @cached_property
+    def resumes(self) -> dict[int, tuple[str, int]]:
+        """Per rank that logged one before anything failed, its first resume line and the point it names (epoch,
+        step or iteration): ``{1: ("resumed from ckpt/rank1/step_002200.pt at step 2200", 2200)}``."""
+        found = {}
+        for v in self.views:
+            m = next((m for line in v.own_lines() if (m := RESUMED.search(line))), None)
+            if m:
+                found[v.rank] = (m.string, int(m.group(1)))
+        return found
+
+    @cached_property
     def resumed_apart(self) -> tuple[int, str, str] | None:
         """When every rank logged that it resumed (``resumed from ckpt/rank1/step_002200.pt at step 2200``), and not
         at one point: (the rank that resumed apart, its line, a peer's line).  With three ranks or more, the one rank
         whose point no other shares; with two, the one that resumed from the earlier point (its newer checkpoint
         missing or torn: the usual way per-rank checkpoints part)."""
-        said = {v.rank: next(((ln[:300], int(m.group(1))) for ln in v.own_lines() if (m := RESUMED.search(ln))), None)
-                for v in self.views}
-        points = [p for _, p in filter(None, said.values())]
-        if len(said) < 2 or None in said.values() or len(set(points)) < 2:
+        said = self.resumes
+        points = [p for _, p in said.values()]
+        if self.world < 2 or len(said) < self.world or len(set(points)) < 2:
             return None
         alone = [r for r, (_, p) in said.items() if points.count(p) == 1]
         if len(said) == 2:
@@ -386,7 +396,7 @@ class Evidence:
         elif len(alone) != 1 or len(set(points)) != 2:
             return None
         peer = next(r for r in said if r != alone[0])
-        return alone[0], said[alone[0]][0], said[peer][0]
+        return alone[0], said[alone[0]][0][:300], said[peer][0][:300]
 
     @cached_property
     def resumed_alone(self) -> tuple[int, str, int, str] | None:
@@ -394,11 +404,10 @@ class Evidence:
         loading, inside an ``if`` on the rank (``if args.resume and is_master and os.path.exists(ckpt_path):``): only
         that rank loaded the checkpoint and its counters.  As (that rank, its line, the ``if``'s line, its text).  The
         loading must be inside the ``if`` too: a resume every rank does, logged on rank 0 only, is not this."""
-        said = {v.rank: ln for v in self.views if (ln := next((x for x in v.own_lines() if RESUMED.search(x)), None))}
         script = self.script()
-        if len(said) != 1 or script is None:
+        if len(self.resumes) != 1 or script is None:
             return None
-        r, line = next(iter(said.items()))
+        r, (line, _) = next(iter(self.resumes.items()))
         head = " ".join(re.sub(r"^\[?rank\s*\d+\]?:?\s*", "", line, flags=re.I).split()[:2])  # "resumed from"
         source = self.sources[script]
         lines = source.splitlines()
@@ -531,9 +540,8 @@ class Evidence:
                     "fewer (a rank-local break or early stop, another start epoch on resume). Make every rank run the "
                     "same iterations: the same number of batches or items, the same start, a stop decided together "
                     "(an all_reduce of a flag)")
-            resumed = next((ln for ln in self.by_rank[past].own_lines() if RESUMED.search(ln)), None)
-            if resumed and not any(RESUMED.search(ln) for ln in self.by_rank[inside].own_lines()):
-                loop += (f". Rank {past} had logged `{resumed[:200]}` and rank {inside} no such line: if only rank "
+            if past in self.resumes and inside not in self.resumes:
+                loop += (f". Rank {past} had logged `{self.resumes[past][0][:200]}` and rank {inside} no such line: if only rank "
                          f"{past} resumed (a checkpoint loaded under `if rank == 0:`), rank {inside} started earlier "
                          "and has more iterations to run; load the counters (epoch, step) on every rank, or broadcast "
                          "them")
