@@ -4,6 +4,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
+# BUSY=N runs `make run` / `make test` with N busy loops beside them (bench/busy.py): a slower, busier machine.
+BUSY   ?= 0
+BESIDE := $(if $(filter-out 0,$(BUSY)),$(BIN)/python bench/busy.py $(BUSY) --,)
 
 .PHONY: setup sysdeps run test lab bench clean
 setup: $(STAMP)
@@ -25,7 +28,7 @@ sysdeps:
 	@$(PYTHON) -c "import shutil; print('installed:', *[c for c in ('nft', 'chromium', 'ip', 'tc') if shutil.which(c)])"
 
 run: setup            ## execute the notebooks headless; executed copies + report in reports/<UTC>/
-	$(BIN)/python -m nbhelpers run-all
+	$(BESIDE) $(BIN)/python -m nbhelpers run-all
 
 # Unit tests and every notebook under nbval in one session, a file per worker (a notebook's cells share one
 # kernel).  Most of a test's time is spent waiting on real timeouts, so one worker more than the cores keeps
@@ -33,7 +36,7 @@ run: setup            ## execute the notebooks headless; executed copies + repor
 # bounded timeouts (and a container may show more cores than its CPU quota).
 TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print(min(3, len(os.sched_getaffinity(0)) + 1))")
 test: setup           ## unit tests and every notebook under nbval, on up to 3 workers
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=12 \
+	$(BESIDE) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=12 \
 		--nbval-lax --nbval-cell-timeout=600 -p no:cacheprovider tests notebooks $(PYTEST_ARGS)
 
 lab: setup            ## JupyterLab on notebooks/ with this venv as the kernel

@@ -79,3 +79,35 @@ def test_the_verdict_over_1024_ranks_stacks_names_the_odd_rank_fast():
     v = find_culprit(views, "hang")
     assert v.culprit == 5 and v.kind == "different_collectives", v
     assert "ranks 0-4, 6-1023: all_reduce" in v.reason and len(v.reason) < 400, v.reason
+
+
+BUSY = (RUNS / "user-busy-rank" / "rank1.stack.txt").read_text()  # py-spy: (active+gil), in build_shard_stats
+
+
+def test_a_rank_elsewhere_that_is_working_makes_a_pause_not_a_hang():
+    tr = H.HangTracker(hang_after=2.0)
+    t = feed(tr, 0.0, 6.0, {0: IN_ALL_REDUCE, 1: BUSY})   # rank 1 computes while rank 0 waits: rank 0 evaluating
+    assert tr.hang(t) is None
+    t = feed(tr, t + 0.5, 2.0, {0: IN_ALL_REDUCE, 1: IN_LOADER})  # rank 1 now sleeps in its DataLoader: stuck
+    h = tr.hang(t)
+    assert h is not None and set(h.waiting) == {0} and set(h.elsewhere) == {1}
+
+
+def test_a_rank_whose_children_run_is_working():
+    tr = H.HangTracker(hang_after=2.0)
+    t = 0.0
+    while t <= 4.0:  # rank 1's main thread sleeps in its DataLoader, whose worker process runs
+        tr.add(t, {0: IN_ALL_REDUCE, 1: IN_LOADER}, working={1: True})
+        t += 0.5
+    assert tr.hang(t - 0.5) is None
+
+
+def test_a_waiting_rank_at_work_is_not_waiting_until_spin_after():
+    tr = H.HangTracker(hang_after=2.0, spin_after=5.0)
+    t = 0.0
+    while t <= 9.0:  # rank 0 at a collective call but on the CPU (a DDP constructor's own work, a CUDA spin-wait)
+        tr.add(t, {0: IN_ALL_REDUCE, 1: IN_LOADER}, working={0: True})
+        t += 0.5
+    assert tr.hang(9.0) is None
+    tr.add(10.0, {0: IN_ALL_REDUCE, 1: IN_LOADER}, working={0: True})
+    assert tr.hang(10.0) is not None  # 5 x hang_after at one call: waiting, whatever the CPU says

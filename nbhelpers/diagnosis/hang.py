@@ -6,6 +6,14 @@ rank 0 calls, a lock).  The process-group timeout (30 minutes by default for glo
 much later.  Sampling each rank's stack every half second tells it at once: a rank that stays at the same
 collective call for ``hang_after`` seconds while another rank is not there is waiting for it.
 
+Time alone cannot tell a stuck rank from a working one: on a slow or busy machine a rank stays seconds in a
+DDP constructor, and a rank 0 that evaluates or writes a checkpoint keeps its peers at a barrier for as
+long.  So each sample also says whether the rank was *working*: py-spy's thread state (``active``: on a
+CPU or waiting for one, whatever the machine's speed; ``idle``: asleep in the kernel, as a gloo wait is),
+or a child process of it running (its DataLoader workers).  A rank counts as waiting only while it sleeps
+there (or after :attr:`HangTracker.spin_after` times ``hang_after``: CUDA synchronisation may spin while it
+waits), and a rank elsewhere that worked in most recent samples is a pause or a straggler, not a hang.
+
 :class:`HangTracker` is that bookkeeping, pure (stacks in, a :class:`Hang` out); the launcher feeds it
 py-spy dumps of the running ranks, and the culprit rules read the same dumps for the verdict.
 """
@@ -13,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from nbhelpers.diagnosis.tracebacks import stack_frames
+from nbhelpers.diagnosis.tracebacks import main_thread_active, stack_frames
 
 __all__ = ["Hang", "HangTracker", "Position", "position", "rank_ranges"]
 
@@ -82,22 +90,39 @@ class Hang:
 
 @dataclass
 class HangTracker:
-    """Per rank, its position and since when it has been there, from stack samples taken over time."""
+    """Per rank, its position and since when it has been there, and whether it was working, from stack samples
+    taken over time."""
     hang_after: float = 2.0
+    spin_after: float = 5.0   # a rank that stays at one collective this many times hang_after is waiting, busy or not
+    busy_share: float = 0.5   # working: active in at least this share of the samples of a window
     since: dict[int, tuple[Position | None, float]] = field(default_factory=dict)
+    active: dict[int, list[tuple[float, bool]]] = field(default_factory=dict)
 
-    def add(self, t: float, stacks: dict[int, str]) -> None:
-        """One round of samples taken at time ``t``: rank -> py-spy dump text."""
+    def add(self, t: float, stacks: dict[int, str], working: dict[int, bool] | None = None) -> None:
+        """One round of samples taken at time ``t``: rank -> py-spy dump text; ``working``: rank -> True where
+        something else showed the rank at work (a child process running)."""
+        keep = t - self.spin_after * self.hang_after
         for r, text in stacks.items():
             p = position(text)
             old = self.since.get(r)
             if old is None or old[0] != p or p is None:
                 self.since[r] = (p, t)
+            seen = self.active.setdefault(r, [])
+            seen.append((t, bool(main_thread_active(text)) or bool((working or {}).get(r))))
+            while seen and seen[0][0] < keep:
+                seen.pop(0)
+
+    def working(self, r: int, start: float) -> bool:
+        """Whether rank ``r`` was working in most of its samples since ``start``."""
+        window = [a for t, a in self.active.get(r, []) if t >= start]
+        return bool(window) and sum(window) >= self.busy_share * len(window)
 
     def hang(self, t: float) -> Hang | None:
         """The hang at time ``t``, or None: some rank has stayed in one collective call for ``hang_after``
-        seconds while another rank is not at that call (outside any collective, or at another one)."""
-        waiting = {r: p for r, (p, t0) in self.since.items() if p and p.collective and t - t0 >= self.hang_after}
+        seconds, asleep there, while another rank is not at that call (outside any collective, or at another
+        one) and has not been working for the last ``hang_after`` seconds."""
+        waiting = {r: p for r, (p, t0) in self.since.items() if p and p.collective and (
+            t - t0 >= self.spin_after * self.hang_after or (t - t0 >= self.hang_after and not self.working(r, t0)))}
         if not waiting:
             return None
         elsewhere = {r: p for r, (p, _t0) in self.since.items() if r not in waiting}
@@ -105,5 +130,7 @@ class HangTracker:
             return None  # every rank at the same call: waiting on the network or a node not sampled, not on a rank here
         if elsewhere and all(p in set(waiting.values()) for p in elsewhere.values()):
             return None  # the others are at the same call, only just arrived: the world is in it together
+        if any(self.working(r, t - self.hang_after) for r in elsewhere):
+            return None  # a rank elsewhere is at work (evaluating, saving, loading data): a pause, not a hang
         began = min(self.since[r][1] for r in waiting)
         return Hang(began, t, waiting, elsewhere)

@@ -11,13 +11,20 @@ from nbhelpers.diagnosis.api import Failure, Rule
 
 __all__ = ["REMEDIES", "advice"]
 
+START_UP = (
+    "A short process-group timeout also bounds init_process_group and the first collectives, so on a slow or busy "
+    "machine it strikes during start-up (DistStoreError: wait timeout): start with a long one, and shorten it once "
+    "every rank has passed a first barrier (torch.distributed.distributed_c10d._set_pg_timeout), as the workbook's "
+    "own demonstrations do.")
+
 REMEDIES: dict[Failure | Rule, tuple[str, ...]] = {
     Failure.RENDEZVOUS_TIMEOUT: (
         "Find the rank that did not join: the store key or 'N/M clients joined' says how many came; its own log and "
         "stack say why (notebook 01, fault 'never-join').",
         "Check that every node uses the same MASTER_ADDR/MASTER_PORT (or --rdzv-endpoint) and can reach it: "
         "notebook 05's port and route checks.",
-        "Only then consider a longer init timeout (init_process_group(timeout=...)); it rarely cures this."),
+        "Only then consider a longer init timeout (init_process_group(timeout=...)); it rarely cures this. "
+        + START_UP),
     Failure.PORT_IN_USE: (
         "Pick a free port (torchrun --rdzv-endpoint host:0 / --standalone, or MASTER_PORT) per job; notebook 01's "
         "launcher checks the port before launching.",
@@ -27,7 +34,8 @@ REMEDIES: dict[Failure | Rule, tuple[str, ...]] = {
         "TORCH_DISTRIBUTED_DEBUG=DETAIL (notebook 03), and read the stacks of the living ranks (notebook 01).",
         "Check whether the size could really take that long: 'slow or stuck?' in notebook 03 (a 600 s timeout "
         "on a few GB means stuck, not slow).",
-        "Do not rely on NCCL_TIMEOUT (it does not exist) or signal.alarm; set init_process_group(timeout=...)."),
+        "Do not rely on NCCL_TIMEOUT (it does not exist) or signal.alarm; set init_process_group(timeout=...). "
+        + START_UP),
     Failure.COLLECTIVE_MISMATCH: (
         "Run with TORCH_DISTRIBUTED_DEBUG=DETAIL to get the first mismatching collective and the ranks (notebook 03); "
         "not with DDP on gloo, whose constructor crashes under DETAIL in torch 2.13: compare the ranks' tracebacks "
@@ -127,7 +135,7 @@ REMEDIES: dict[Failure | Rule, tuple[str, ...]] = {
         "Give the timeout in seconds or minutes: init_process_group(timeout=timedelta(minutes=10)) and the same on "
         "every new_group and store you create (a separate gloo group for objects has its own). Check the unit where "
         "the value comes from (an argument documented in seconds passed as milliseconds). Here a longer timeout is "
-        "the fix: the ranks were not stuck, only given less time than a step takes.",),
+        "the fix: the ranks were not stuck, only given less time than a step takes. " + START_UP,),
     Rule.NAMED: (
         "That rank never reached init_process_group (or reached it elsewhere): check it started, that every "
         "rank got the same MASTER_ADDR/MASTER_PORT, and what it was doing (its stack dump).",),

@@ -13,7 +13,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-__all__ = ["Frame", "Where", "last_traceback", "exceptions", "stack_frames", "user_frame", "collective_of", "where_from"]
+__all__ = ["Frame", "Where", "last_traceback", "exceptions", "stack_frames", "main_thread_active", "user_frame", "collective_of", "where_from"]
 
 RANK_PREFIX = re.compile(r"^(?:\[(?:rank|default)?\d+\]:\s?)+")     # torchrun --tee / [rank1]: prefixes
 RANK_NUMBER = re.compile(r"^\[(?:rank|default)?(\d+)\]:")
@@ -195,6 +195,16 @@ def stack_frames(dump: str) -> Where | None:
         if m and in_main:
             frames.append(Frame(m.group(2), int(m.group(3)), m.group(1).rsplit(".", 1)[-1]))
     return Where("stack", frames[::-1]) if frames else None
+
+
+def main_thread_active(dump: str) -> bool | None:
+    """Whether a ``py-spy dump`` shows the main thread running (``active``: on a CPU or waiting for one) rather
+    than asleep in the kernel (``idle``: a gloo wait, a lock, a queue, ``time.sleep``); None when it does not say."""
+    for ln in dump.splitlines():
+        t = SPY_THREAD.match(ln)
+        if t and t.group(2) == "MainThread":
+            return t.group(1).startswith("active")
+    return None
 
 
 def user_frame(frames: list[Frame]) -> Frame | None:

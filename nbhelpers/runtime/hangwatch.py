@@ -3,7 +3,8 @@
 Every ``every`` seconds the running ranks' stacks are read with ``py-spy dump --nonblocking`` (the ranks
 are not paused; a dump costs about 15 ms of one core) and fed to
 :class:`~nbhelpers.diagnosis.hang.HangTracker`.  Once a rank has stayed in one collective call for
-``hang_after`` seconds while another rank is elsewhere, the culprit rules read those same stacks (and the
+``hang_after`` seconds, asleep there, while another rank is elsewhere and not at work (py-spy's thread
+state, and whether a child of the rank runs: :mod:`nbhelpers.diagnosis.hang`), the culprit rules read those same stacks (and the
 user's source, for the ``if rank == 0:`` branch or the lock around the call) and name the rank and its
 line, long before the process-group timeout would end the job.
 """
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+
+import psutil
 
 from nbhelpers.diagnosis.api import Verdict
 from nbhelpers.diagnosis.culprit import find_culprit
@@ -67,12 +70,24 @@ class HangWatch:
             return None
         stacks = dump_many(pids, nonblocking=True)
         self.samples += 1
-        self.tracker.add(now, stacks)
+        self.tracker.add(now, stacks, children_running(pids))
         hang = self.tracker.hang(now)
         if hang is None:
             return None
         self.report = HangReport(hang, hang_verdict(self.run.views(records, stacks), now), time.time(), stacks)
         return self.report
+
+
+def children_running(pids: dict[int, int]) -> dict[int, bool]:
+    """Rank -> whether a child process of it (a DataLoader worker, a compile job) is running right now: the rank
+    is at work even while its main thread waits for that child."""
+    out = {}
+    for r, pid in pids.items():
+        try:
+            out[r] = any(c.status() == psutil.STATUS_RUNNING for c in psutil.Process(pid).children(recursive=True))
+        except psutil.Error:
+            out[r] = False
+    return out
 
 
 def hang_verdict(views: list, now: float | None = None) -> Verdict:

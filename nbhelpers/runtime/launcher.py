@@ -45,6 +45,7 @@ from nbhelpers.runtime.progress import LiveView
 
 __all__ = ["Run", "RunResult", "launch", "run_one", "read_run_dir", "read_log_dir", "result_from_dir", "runs_dir"]
 
+READY_STAGES = ("rendezvous", "connect")  # the stage events that end a rank program's start-up
 GLOO_SOURCE = re.compile(r"\[[^\]\s]*\.(?:cc|cpp|h):\d+\]\s*")  # "[../gloo/transport/tcp/pair.cc:598] "
 
 
@@ -372,6 +373,7 @@ class Run:
         self.early_verdict: Verdict | None = None
         self.early_verdict_s: float | None = None
         self._claim = contextlib.ExitStack()  # the machine.shared() claim, held from start to finish
+        self._ready: float | None = None
 
     @property
     def spec(self) -> LaunchSpec:
@@ -441,6 +443,17 @@ class Run:
             self.exited = time.time()
         return running
 
+    def ready_s(self) -> float | None:
+        """Seconds from the start until every rank had started (its ``rendezvous`` or ``connect`` stage ended:
+        the workbook's rank programs report it), or None before that or for a script that reports nothing.
+        The run's ``timeout`` counts from there, so a slow start-up never eats the time a run was given."""
+        if self._ready is None and self.started:
+            ends = {e["rank"]: e["end"] for t in self.tails.values() for e in t.events
+                    if e.get("stage") in READY_STAGES and e.get("status") == "ok" and "end" in e}
+            if len(ends) == len(self.tails):
+                self._ready = max(ends.values()) - self.started
+        return self._ready
+
     def records(self) -> dict[int, dict]:
         out = {}
         for r in self.tails:
@@ -502,7 +515,7 @@ class Run:
         cleanup: dict = {}
         try:
             while self.poll():
-                if self.elapsed > self.timeout:
+                if self.elapsed > self.timeout + (self.ready_s() or 0.0):
                     cleanup = self.stop("timeout")
                     break
                 if self.hangwatch is not None and self.early_verdict is None and self.hangwatch.poll() is not None:

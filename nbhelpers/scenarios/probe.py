@@ -5,9 +5,16 @@ from nbhelpers.runtime.launcher import RunResult, launch
 from nbhelpers.scenarios.api import Gallery, run_side_by_side
 
 
+START_FAULTS = ("never-join", "wrong-port")
+"""Faults that strike before every rank is ready: there the timeout must bound start-up itself (the others wait
+in ``init_process_group`` for a rank that never comes).  Every other fault's timeout starts once all are ready."""
+
+
 def probe_args(*, timeout: float = 30.0, size_mb: float = 16.0, fault: str | None = None, fault_rank: int = 1,
                fault_stage: str = "large_allreduce", stall: float = 30.0, backend: str = "auto") -> list[str]:
     args = ["--timeout", str(timeout), "--size-mb", str(size_mb), "--backend", backend]
+    if fault in START_FAULTS:
+        args += ["--start-timeout", str(timeout)]
     if fault and fault != "none":
         args += ["--fault", fault, "--fault-rank", str(fault_rank), "--fault-stage", fault_stage, "--stall", str(stall)]
     return args
@@ -19,8 +26,9 @@ def probe(nproc: int = 2, *, timeout: float = 30.0, size_mb: float = 16.0, fault
           **kw) -> RunResult:
     """Run the staged probe on ``nproc`` ranks; ``fault`` injects one failure on ``fault_rank``.
 
-    ``timeout`` bounds init and every collective (init_process_group's timeout); ``run_timeout``
-    bounds the whole run from outside (default: enough for every stage to time out once).
+    ``timeout`` bounds every collective once all ranks are ready (and init itself for the faults of
+    :data:`START_FAULTS`); ``run_timeout`` bounds the run from outside, counted from when every rank is ready
+    (default: enough for every stage to time out once).
     """
     args = probe_args(timeout=timeout, size_mb=size_mb, fault=fault, fault_rank=fault_rank,
                       fault_stage=fault_stage, stall=stall, backend=backend)

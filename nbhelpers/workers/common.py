@@ -1,4 +1,5 @@
-"""What every rank program needs: its identity, a prefixed log, the backend, init with a timeout."""
+"""What every rank program needs: its identity, a prefixed log, the backend, init whose short timeout starts once
+every rank is ready."""
 from __future__ import annotations
 
 import os
@@ -41,23 +42,64 @@ def device_for(backend: str):
     return torch.device("cpu")
 
 
-def init(backend: str, timeout_s: float):
-    """``init_process_group`` from torchrun's env with a timeout that also bounds collectives."""
+START_TIMEOUT_S = 300.0
+"""How long start-up may take (the rendezvous, ``init_process_group``, the first barrier) unless a rank program
+is told otherwise (``--start-timeout``, or ``$NBH_START_TIMEOUT``): a slow or busy machine takes seconds to
+import torch and connect, and a demonstration's short timeout must not strike there."""
+
+
+def start_timeout(timeout_s: float, start_timeout_s: float | None = None) -> float:
+    """The timeout that bounds start-up: the one given, else ``$NBH_START_TIMEOUT``, else
+    :data:`START_TIMEOUT_S`; never shorter than ``timeout_s``."""
+    if start_timeout_s is None:
+        start_timeout_s = float(os.environ.get("NBH_START_TIMEOUT") or START_TIMEOUT_S)
+    return max(timeout_s, start_timeout_s)
+
+
+def init(backend: str, timeout_s: float, start_timeout_s: float | None = None):
+    """``init_process_group`` from torchrun's env; ``timeout_s`` bounds every collective after start-up.
+
+    A process group's timeout also bounds its own start (the store's waits in ``init_process_group``, the
+    first collective's connections), so a short one turns a slow start into ``DistStoreError: wait timeout``.
+    So the group starts with :func:`start_timeout`, every rank meets at a barrier, and only then does the
+    group's timeout become ``timeout_s`` (``_set_pg_timeout``): the short timeout starts counting once every
+    rank is ready, whatever the machine's speed."""
     import torch.distributed as dist
 
-    dist.init_process_group(backend=backend, timeout=timedelta(seconds=timeout_s))
+    start = start_timeout(timeout_s, start_timeout_s)
+    dist.init_process_group(backend=backend, timeout=timedelta(seconds=start))
+    if start > timeout_s:
+        ready(dist, backend)
+        shorten(dist, timeout_s)
     return dist
 
 
-def join(requested: str, timeout_s: float):
-    """Pick the backend, ``init_process_group`` inside a ``rendezvous`` stage event, take this rank's device.
+def ready(dist, backend: str, group=None) -> None:
+    """A barrier every rank passes once it has started: after it, a short timeout measures the fault, not the
+    start-up.  NCCL's barrier is given this rank's GPU (else it guesses one)."""
+    if backend == "nccl":
+        dist.barrier(group=group, device_ids=[int(os.environ.get("LOCAL_RANK", "0"))])
+    else:
+        dist.barrier(group=group)
+
+
+def shorten(dist, timeout_s: float, group=None) -> None:
+    """Set a process group's timeout after it started (torch's ``_set_pg_timeout``: gloo and NCCL)."""
+    from torch.distributed.distributed_c10d import _set_pg_timeout
+
+    _set_pg_timeout(timedelta(seconds=timeout_s), group)
+
+
+def join(requested: str, timeout_s: float, start_timeout_s: float | None = None):
+    """Pick the backend, :func:`init` inside a ``rendezvous`` stage event, take this rank's device.
 
     Returns ``(dist, dev)``; every collective worker starts with it."""
     from nbhelpers.runtime.events import stage
 
     backend = pick_backend(requested)
-    with stage("rendezvous", backend=backend, timeout=timeout_s):
-        dist = init(backend, timeout_s)
+    with stage("rendezvous", backend=backend, timeout=timeout_s,
+               start_timeout=start_timeout(timeout_s, start_timeout_s)):
+        dist = init(backend, timeout_s, start_timeout_s)
         dev = device_for(backend)
     return dist, dev
 

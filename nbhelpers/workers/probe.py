@@ -25,6 +25,7 @@ import time
 
 from nbhelpers.runtime.events import stage
 from nbhelpers.workers.common import (
+    START_TIMEOUT_S,
     CheckFailed,
     closed_port,
     device_for,
@@ -33,6 +34,7 @@ from nbhelpers.workers.common import (
     leave,
     log,
     pick_backend,
+    start_timeout,
     sync,
 )
 
@@ -44,7 +46,10 @@ FAULTS = ["none", "never-join", "stall", "exit", "wrong-port", "mismatch"]
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m nbhelpers.workers.probe", description=__doc__.split("\n")[0])
     p.add_argument("--backend", default="auto", choices=["auto", "gloo", "nccl"])
-    p.add_argument("--timeout", type=float, default=30.0, help="init and collective timeout, seconds")
+    p.add_argument("--timeout", type=float, default=30.0, help="each collective's timeout once every rank is ready, s")
+    p.add_argument("--start-timeout", type=float, default=None,
+                   help=f"bound on init_process_group and the first barrier, s (default {START_TIMEOUT_S:g}, "
+                        "or $NBH_START_TIMEOUT)")
     p.add_argument("--size-mb", type=float, default=16.0, help="large all_reduce size in MiB (float32)")
     p.add_argument("--fault", default="none", choices=FAULTS)
     p.add_argument("--fault-rank", type=int, default=1)
@@ -91,8 +96,9 @@ def main(argv=None) -> None:
     import torch
 
     inject(args, rank, "rendezvous")
-    with stage("rendezvous", backend=backend, timeout=args.timeout):
-        dist = init(backend, args.timeout)
+    with stage("rendezvous", backend=backend, timeout=args.timeout,
+               start_timeout=start_timeout(args.timeout, args.start_timeout)):
+        dist = init(backend, args.timeout, args.start_timeout)
     world = dist.get_world_size()
 
     inject(args, rank, "device")

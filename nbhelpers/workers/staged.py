@@ -34,7 +34,10 @@ def parse_size(text: str) -> int:
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m nbhelpers.workers.staged", description=__doc__.split("\n")[0])
     p.add_argument("--backend", default="auto", choices=["auto", "gloo", "nccl"])
-    p.add_argument("--timeout", type=float, default=30.0, help="init and collective timeout, seconds")
+    p.add_argument("--timeout", type=float, default=30.0, help="each collective's timeout once every rank is ready, s")
+    p.add_argument("--start-timeout", type=float, default=None,
+                   help="bound on init_process_group and the first barrier, s (default: common.START_TIMEOUT_S, "
+                        "or $NBH_START_TIMEOUT)")
     p.add_argument("--sizes", default="4K,64K,1M,8M", help="all_reduce sizes in bytes (K, M suffixes)")
     p.add_argument("--iters", default="1,2,4,8", help="iterations per size (one number, or one per size)")
     return p.parse_args(argv)
@@ -53,7 +56,7 @@ def main(argv=None) -> None:
     import torch
 
     with stage("connect", backend=backend, **where):
-        dist = init(backend, args.timeout)
+        dist = init(backend, args.timeout, args.start_timeout)
     world, rank = dist.get_world_size(), dist.get_rank()
     dev = device_for(backend)
 

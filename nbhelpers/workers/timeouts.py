@@ -23,7 +23,7 @@ import time
 from datetime import timedelta
 
 from nbhelpers.runtime.events import emit, error_text, stage
-from nbhelpers.workers.common import exit_now, init, log
+from nbhelpers.workers.common import exit_now, init, log, ready, shorten, start_timeout
 
 
 class AlarmFired(Exception):
@@ -59,9 +59,12 @@ def main(argv=None) -> None:
     with stage("rendezvous", backend="gloo"):
         dist = init("gloo", max(args.pg_timeout, 10.0))
     rank = dist.get_rank()
-    pg = timedelta(seconds=args.pg_timeout)
-    with stage("groups"):
-        groups = [dist.new_group(backend="gloo", timeout=pg) for _ in range(4)]
+    with stage("groups"):  # made with the start-up timeout, shortened once every rank has them (common.init)
+        groups = [dist.new_group(backend="gloo", timeout=timedelta(seconds=start_timeout(args.pg_timeout)))
+                  for _ in range(4)]
+        for g in groups:
+            ready(dist, "gloo", g)
+            shorten(dist, args.pg_timeout, g)
     store = dist.distributed_c10d._get_default_store()
     if rank == args.late_rank:
         with stage("elsewhere", note="never calls the collectives rank 0 measures"):
