@@ -23,6 +23,7 @@ from nbhelpers.errors import ConfigError
 from nbhelpers.runtime.launchconfig import Config
 from nbhelpers.runtime import machine
 from nbhelpers.runtime.launcher import RunResult, launch
+from nbhelpers.scenarios.api import run_side_by_side
 
 STAGE_ORDER = ["fingerprint", "rendezvous", "device", "compute", "small_allreduce", "barrier", "large_allreduce",
                "allreduce", "allgather_broadcast", "destroy", "done"]
@@ -186,16 +187,23 @@ def ab_test(configs: Sequence[Config], target: str = "allreduce_bench", args: Se
     if measure is None:
         measure = target == "allreduce_bench"
     with machine.exclusive() if measure else contextlib.nullcontext():
-        _ab_runs(ab, configs, target, args, nproc, repeats, run_timeout, quiet, total)
+        _ab_runs(ab, configs, target, args, nproc, repeats, run_timeout, quiet, total, 1 if measure else 2)
     return ab
 
 
-def _ab_runs(ab, configs, target, args, nproc, repeats, run_timeout, quiet, total) -> None:
+def _ab_runs(ab, configs, target, args, nproc, repeats, run_timeout, quiet, total, parallel: int) -> None:
+    """Each repeat runs every config; one after another when they measure speed, else two worlds side by side
+    (their outcomes do not depend on it: every timeout starts once all ranks are ready, workers.common.init)."""
+    def one(cfg):
+        return launch(target, ["--timeout", str(cfg.timeout_s), *args], nproc=nproc, env=cfg.env, live=False,
+                      name=f"ab-{cfg.name}", timeout=run_timeout or max(60.0, 3 * float(cfg.timeout_s) + 30),
+                      hang_after=None)  # timings: no stack sampling
+
     for rep in range(repeats):
+        if parallel > 1:
+            done = run_side_by_side({cfg.name: (lambda cfg=cfg: one(cfg)) for cfg in configs}, parallel)
         for cfg in configs:
-            res = launch(target, ["--timeout", str(cfg.timeout_s), *args], nproc=nproc, env=cfg.env, live=False,
-                         name=f"ab-{cfg.name}", timeout=run_timeout or max(60.0, 3 * float(cfg.timeout_s) + 30),
-                         hang_after=None)  # timings: no stack sampling
+            res = done[cfg.name] if parallel > 1 else one(cfg)
             ab.runs.append((cfg, rep, res))
             if not quiet:
                 extra = "" if res.ok else f" ({res.category or res.verdict.kind})"

@@ -312,6 +312,10 @@ FAULTS = {
     "bandwidth-cap": ("tc tbf rate 100mbit on both veth ends (no netem here: no latency)", None),
 }
 
+START_FAULTS = ("ifname-unset", "ifname-lo")
+"""Faults that strike inside ``init_process_group`` (no node can reach the address the other announced): there
+``timeout`` bounds start-up too.  The others start with the long start-up timeout, then shorten it."""
+
 
 @dataclass
 class Scenario:
@@ -393,8 +397,9 @@ def run_fault(fault: str, *, timeout: float = 3.0, join_timeout: int = 10, read_
             injected = lab.cap_bandwidth("100mbit")[0].replace(lab.ifname(0), "veth-a|b")
         envs = fault_env(lab, fault)
         checks = check_from(lab, 1, envs[1])
+        start = ["--start-timeout", str(timeout)] if fault in START_FAULTS else []
         plan = Plan(nnodes=2, nproc_per_node=1, master_addr=ADDRS[0], port=PORT, target="staged",
-                    args=["--backend", "gloo", "--timeout", str(timeout), "--sizes", sizes, "--iters", iters],
+                    args=["--backend", "gloo", "--timeout", str(timeout), *start, "--sizes", sizes, "--iters", iters],
                     join_timeout=join_timeout, read_timeout=read_timeout)
         mr = start_nodes(plan, [lab.prefix(0), lab.prefix(1)], local_addrs=list(ADDRS), envs=envs,
                          timeout=run_timeout, name=f"lab-{fault}")

@@ -16,8 +16,12 @@ SHM_LINE = re.compile(r"unable to (allocate|write to file).*shared memory.*|.*No
 
 
 def shm_dataloader(shm_mb: int = 1, batch_size: int | None = 4, *, workers: int = 2, item_mb: float = 2.0,
-                   loader_timeout: float = 5.0, timeout: float = 90.0) -> dict:
-    """Run DataLoader workers with ``/dev/shm`` limited to ``shm_mb``; what they (and the fingerprint) say."""
+                   loader_timeout: float = 60.0, timeout: float = 120.0) -> dict:
+    """Run DataLoader workers with ``/dev/shm`` limited to ``shm_mb``; what they (and the fingerprint) say.
+
+    ``loader_timeout`` is the DataLoader's own ``timeout``: it also bounds the workers' start and first batch,
+    so it is long unless the hang itself is the demonstration (``batch_size=None``): a short one would turn a
+    slow machine's start into a timeout and hide the shared-memory error."""
     from nbhelpers.diagnosis.classify import classify
     from nbhelpers.runtime.launcher import run_one
     from nbhelpers.runtime.sandbox import private_mount_unavailable, tmpfs_prefix

@@ -84,10 +84,25 @@ def ready(dist, backend: str, group=None) -> None:
 
 
 def shorten(dist, timeout_s: float, group=None) -> None:
-    """Set a process group's timeout after it started (torch's ``_set_pg_timeout``: gloo and NCCL)."""
-    from torch.distributed.distributed_c10d import _set_pg_timeout
+    """Set a process group's timeout after it started (torch's ``_set_pg_timeout``: gloo and NCCL).
 
-    _set_pg_timeout(timedelta(seconds=timeout_s), group)
+    Under ``TORCH_DISTRIBUTED_DEBUG=DETAIL`` the group is a wrapper that first checks every collective with a
+    helper group of its own, which keeps the timeout the group started with (torch 2.13): there a rank that
+    never arrives is timed out after the start-up timeout; what DETAIL is for, a mismatch, is caught at once."""
+    from torch.distributed.distributed_c10d import _get_default_group, _set_pg_timeout
+
+    try:
+        from torch._C._distributed_c10d import _ProcessGroupWrapper
+    except ImportError:  # a build without the DETAIL wrapper
+        _ProcessGroupWrapper = ()
+    pg = group or _get_default_group()
+    wrapped = [b for d in pg._device_types if isinstance(b := pg._get_backend(d), _ProcessGroupWrapper)]
+    for b in wrapped:
+        b.wrapped_pg._set_default_timeout(timedelta(seconds=timeout_s))
+    if wrapped:
+        log(f"TORCH_DISTRIBUTED_DEBUG=DETAIL: its checks keep the start-up timeout; {timeout_s:g} s applies after them")
+    else:
+        _set_pg_timeout(timedelta(seconds=timeout_s), group)
 
 
 def join(requested: str, timeout_s: float, start_timeout_s: float | None = None):
