@@ -48,7 +48,9 @@ def test_healthy_run_has_no_disagreement(runs):
     assert rep.ok and rep.first_disagreement is None and rep.culprit_rank is None, rep.text()
     assert rep.ranks == [0, 1] and rep.missing_ranks == [] and "No disagreement" in rep.text()
     rows = [r for r in rep.table if r["rank"] == 0]
-    assert len(rows) == 8 and rows[0]["op"] == "all_reduce" and rows[0]["in"] == [[1048576]]
+    # the start-up barrier (workers.common.init), then two all_reduces a step for 4 steps
+    assert len(rows) == 9 and rows[0]["op"] == "barrier" and rows[1]["op"] == "all_reduce", rows[:2]
+    assert rows[1]["in"] == [[1048576]]
     assert fr_main(str(folder), as_json=False) == 0
 
 

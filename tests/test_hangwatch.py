@@ -22,3 +22,17 @@ def test_a_hang_is_named_live_with_its_line_long_before_the_timeout(tmp_path, ru
     assert 2.0 <= h["after_divergence_s"] < 60 / 4, h
     # the verdict after the stop, from the stacks the shims dumped, agrees
     assert v["culprit_rank"] == 1 and v["category"] == "collective_timeout", v
+
+
+def test_rank_0_evaluating_while_the_others_wait_is_a_pause_not_a_hang(runs_dir):
+    """Every 4 steps rank 0 works 5 s on the CPU while rank 1 waits at a barrier: the job ends ok under
+    --stop-on-hang, and its JSON carries no hang (the waiting rank sleeps, but the rank elsewhere is at work)."""
+    from pathlib import Path
+
+    script = Path(__file__).parent / "data" / "scripts" / "pause_eval.py"
+    out = subprocess.run([sys.executable, "-m", "nbhelpers", "run", "--nproc", "2", "--timeout", "120", "--json",
+                          "--stop-on-hang", str(script), "--steps", "8", "--every", "4", "--eval-s", "5"],
+                         capture_output=True, text=True, timeout=150)
+    v = json.loads(out.stdout)
+    assert out.returncode == 0 and v["status"] == "ok" and v["run_status"] == "ok", v
+    assert v.get("hang") is None, v["hang"]

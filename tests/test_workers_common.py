@@ -26,3 +26,20 @@ def test_probe_on_gpus_uses_nccl_and_logs_nccl_debug(runs_dir):
 def test_stalled_rank_on_nccl_is_the_culprit(runs_dir):
     res = probe(2, timeout=10, size_mb=16, fault="stall", stall=60, live=False)
     assert res.culprit == 1, res.verdict
+
+
+def test_a_short_timeout_starts_once_every_rank_is_ready(runs_dir):
+    """Rank 1 starts 4 s late; the 1 s timeout still strikes where the fault is (rank 1 skipping a collective),
+    not in init_process_group (where it struck, as DistStoreError: wait timeout, before start-up had its own)."""
+    from pathlib import Path
+
+    from nbhelpers.runtime.launcher import launch
+
+    script = Path(__file__).parent / "data" / "scripts" / "late_start.py"
+    res = launch(str(script), ["4", "1"], nproc=2, timeout=60, live=False)
+    log0 = res.log(0, tail=None)
+    assert "first all_reduce passed" in log0 and "DistStoreError" not in log0, log0[-2000:]
+    assert "Timed out waiting 1000ms" in log0, log0[-2000:]
+    ended = [ln for ln in log0.splitlines() if "second all_reduce ended after" in ln]
+    assert ended and float(ended[0].split("after ")[1].split(" s")[0]) < 4, ended  # its own 1 s, not rank 1's lateness
+    assert res.culprit == 1, res.verdict
