@@ -18,6 +18,7 @@ import psutil
 from nbhelpers.diagnosis.api import Verdict
 from nbhelpers.diagnosis.culprit import find_culprit
 from nbhelpers.diagnosis.hang import Hang, HangTracker
+from nbhelpers.diagnosis.straggler import StragglerTracker
 from nbhelpers.runtime.stacks import dump_many
 
 __all__ = ["HangReport", "HangWatch", "hang_verdict"]
@@ -49,11 +50,14 @@ class HangReport:
 
 
 class HangWatch:
-    """Samples a :class:`~nbhelpers.runtime.launcher.Run`'s ranks; ``poll()`` returns a report once, at the hang."""
+    """Samples a :class:`~nbhelpers.runtime.launcher.Run`'s ranks; ``poll()`` returns a report once, at the hang.
+    The same samples feed a :class:`~nbhelpers.diagnosis.straggler.StragglerTracker` for the whole run
+    (``stragglers.named``: the rank the others wait for, once one stands out)."""
 
     def __init__(self, run, hang_after: float = 2.0, every: float = 0.5):
         self.run, self.every = run, every
         self.tracker = HangTracker(hang_after)
+        self.stragglers = StragglerTracker()
         self.last = 0.0
         self.report: HangReport | None = None
         self.samples = 0
@@ -61,7 +65,7 @@ class HangWatch:
     def poll(self) -> HangReport | None:
         """Take a round of samples when one is due; the report the first time a hang shows (else None)."""
         now = time.time()
-        if self.report is not None or now - self.last < self.every:
+        if now - self.last < self.every:
             return None
         self.last = now
         records = self.run.records()
@@ -70,6 +74,9 @@ class HangWatch:
             return None
         stacks = dump_many(pids, nonblocking=True)
         self.samples += 1
+        self.stragglers.add(now, stacks)
+        if self.report is not None:
+            return None
         self.tracker.add(now, stacks, children_running(pids))
         hang = self.tracker.hang(now)
         if hang is None:

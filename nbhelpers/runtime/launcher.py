@@ -192,6 +192,7 @@ class RunResult:
     culprit_named_s: float | None = None  # seconds from launch until the launcher first named the culprit
     rank_ids: list[int] | None = None     # the global ranks this node ran (multi-node); default range(nproc)
     hang: dict | None = None              # the hang named live while the ranks still hung (HangReport.to_dict)
+    straggler: dict | None = None         # the rank the others waited for, named live (Straggler.to_dict + text)
 
     @property
     def ok(self) -> bool:
@@ -292,7 +293,7 @@ class RunResult:
                 "evidence_lines": [str(e) for e in (top.evidence if top and top.failure == self.failure else [])],
                 # the log classifier's two likeliest categories with their confidence (CLI, report, record)
                 "candidates": [] if self.ok else [f.candidate() for f in self.findings[:2]],
-                "hang": self.hang,
+                "hang": self.hang, "straggler": self.straggler,
                 "exit_codes": {str(r): rec.get("returncode") for r, rec in sorted(self.records.items())},
                 "log_dir": str(self.log_dir)}
 
@@ -318,6 +319,8 @@ class RunResult:
                 if h["culprit"] is not None else "no single rank"
             head += (f"<p>Hang named live, {h['after_divergence_s']:.1f} s after the ranks diverged: <b>{html.escape(who)}</b>"
                      f" ({html.escape(h['reason'])}).</p>")
+        if self.straggler:
+            head += f"<p>Slow, not stuck: {html.escape(self.straggler['text'])}.</p>"
         if self.failure is not None:
             top2 = top2_text([f.candidate() for f in self.findings])
             head += (f"<p>Classified cause: <b>{html.escape(CATEGORIES[self.failure].title)}</b> "
@@ -518,7 +521,8 @@ class Run:
                 if self.elapsed > self.timeout + (self.ready_s() or 0.0):
                     cleanup = self.stop("timeout")
                     break
-                if self.hangwatch is not None and self.early_verdict is None and self.hangwatch.poll() is not None:
+                if self.hangwatch is not None and (self.early_verdict is None or self.hangwatch.report is not None) \
+                        and self.hangwatch.poll() is not None:
                     view.update(force=True)
                     if self.stop_on_hang:
                         cleanup = self.stop("hang")
@@ -574,6 +578,11 @@ class Run:
         views = self.views(records, stacks)
         verdict = find_culprit(views, status, self.stop_time, torchrun_log, read_sources(views))
         hang = self.hangwatch.report if self.hangwatch is not None else None
+        named = self.hangwatch.stragglers.named if self.hangwatch is not None else None
+        straggler = named and {**named.to_dict(), "named_after_s": round(named.named_at - self.started, 1),
+                               "text": named.text()}
+        if status == "ok":  # what looked like a hang passed by itself: a long pause, and a job that ended ok hung nowhere
+            hang = None
         if hang is not None and hang.verdict.culprit == verdict.culprit:
             named_s = hang.named_at - self.started
         else:
@@ -582,7 +591,7 @@ class Run:
         return RunResult(self.name, status, self.nproc, self.ended - self.started, self.log_dir, self.command,
                          records, events, logs, stacks, torchrun_log, verdict, self.started, self.stop_reason,
                          cleanup, None if verdict.culprit is None else named_s,
-                         None if self.nnodes == 1 else mine, hang and hang.to_dict())
+                         None if self.nnodes == 1 else mine, hang and hang.to_dict(), straggler)
 
 
 def _is_shim(p: psutil.Process) -> bool:

@@ -37,13 +37,15 @@ def probe(nproc: int = 2, *, timeout: float = 30.0, size_mb: float = 16.0, fault
                   live=live, name=name, **kw)
 
 
-def scale_up(sizes=(1, 2, 4), **probe_kw):
-    """The 'start small, then grow' advice in one call: probe 1, then 2, then 4 ranks; stop at the first failure."""
+def scale_up(sizes=(1, 2, 4), done: dict | None = None, **probe_kw):
+    """The 'start small, then grow' advice in one call: probe 1, then 2, then 4 ranks; stop at the first failure.
+    ``done``: probes already run with the same settings (ranks -> RunResult, e.g. the notebook's healthy probe),
+    shown as they are instead of run again."""
     import pandas as pd
 
     rows, results = [], {}
     for n in sizes:
-        res = probe(n, **probe_kw)
+        res = (done or {}).get(n) or probe(n, **probe_kw)
         results[n] = res
         st = res.stages
         ready = st[st.stage == "rendezvous"]["end"].max()

@@ -78,8 +78,9 @@ def verdict_text(res: RunResult, script: str | None = None) -> str:
     hints = [f"hint: {h}" for h in d["hints"]]
     if res.ok:
         took = f" in {res.wall_s:.1f} s" if res.wall_s > 0 else ""
+        slow = [f"slow, not stuck: {d['straggler']['text']}"] if d.get("straggler") else []
         return "\n".join([f"OK: {res.name} finished on {res.nproc} ranks{took}. Logs: {res.log_dir}"]
-                         + hints)
+                         + slow + hints)
     top2 = top2_text(d["candidates"])
     after = f" after {res.wall_s:.1f} s" if res.wall_s > 0 else ""  # (0: read back from logs, no clock)
     lines = [f"FAILED ({res.status}): {res.name} on {res.nproc} ranks{after}",
@@ -90,6 +91,8 @@ def verdict_text(res: RunResult, script: str | None = None) -> str:
         h = d["hang"]
         lines.append(f"hang:     named live {h['after_divergence_s']:.1f} s after the ranks diverged: "
                      + ("no single rank" if h["culprit"] is None else f"rank {h['culprit']} at {h['where']}"))
+    if d.get("straggler"):
+        lines.append(f"slow:     {d['straggler']['text']}")
     if note := res.verdict.torchrun_note():
         lines.append(f"          ({note})")
     lines.append("evidence:")

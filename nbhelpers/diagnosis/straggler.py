@@ -1,0 +1,113 @@
+"""A rank slower than its peers, seen while the job runs: the others wait for it in their collectives.
+
+DDP's gradient all_reduce makes every rank's step as long as the slowest rank's, so per-rank step timers cannot
+tell the slow rank from the others.  Where each rank spends its time can: sampled twice a second (the same
+py-spy dumps the hang watch reads), a rank slower than its peers spends less of its time *waiting* (inside a
+collective call, asleep there: :func:`nbhelpers.diagnosis.hang.position` and py-spy's thread state) and more at
+its own work, because its peers wait for it.  That difference survives synchronisation and needs nothing from
+the user's script.
+
+:class:`StragglerTracker` is the bookkeeping, pure: per rank, its last ``window`` samples, each waiting or not,
+and where the rank was when not waiting.  Once every rank has ``window`` samples (after the job's first
+collective), the rank whose waiting share stands ``gap`` or more below every peer's, while those peers wait at
+least ``peers_wait`` of their time, for ``hold`` samples in a row, is the straggler, named with its most
+frequent position outside the collectives (its hot line).  The numbers are chosen on the development runs of
+``tests/test_straggler.py`` (a slow data path, a rank-0 extra step, balanced jobs): a straggler there waits
+under 20 % of its samples where its peers wait 50-80 %; balanced ranks differ by less than 15 points.
+"""
+from __future__ import annotations
+
+from collections import Counter, deque
+from dataclasses import dataclass, field
+
+from nbhelpers.diagnosis.hang import Position, position
+from nbhelpers.diagnosis.tracebacks import main_thread_active, stack_frames
+
+__all__ = ["Straggler", "StragglerTracker"]
+
+
+@dataclass
+class Straggler:
+    """A rank named as slower than its peers: where its time went, and every rank's waiting share."""
+    rank: int
+    where: str                      # its hot position: "at data.py:88 in collate"
+    hot_share: float                # share of its window samples at that position
+    shares: dict[int, float]        # rank -> share of its window samples spent waiting in a collective
+    peers_wait: dict[int, str]      # peer rank -> where it waited most ("all_reduce at train.py:45 in step")
+    named_at: float                 # the sample time it was named at
+    samples: int                    # samples per rank in the window
+
+    def text(self) -> str:
+        peers = sorted(r for r in self.shares if r != self.rank)
+        waits = ", ".join(f"rank {r} {self.shares[r]:.0%}" for r in peers)
+        at = next(iter(self.peers_wait.values()), "a collective")
+        return (f"rank {self.rank} spends {self.hot_share:.0%} of its time {self.where} and waits "
+                f"{self.shares[self.rank]:.0%} of it in collectives; its peers wait for it ({waits} of their time, "
+                f"in {at}), over the last {self.samples} samples of each rank")
+
+    def to_dict(self) -> dict:
+        return {"rank": self.rank, "where": self.where, "hot_share": round(self.hot_share, 2),
+                "shares": {str(r): round(s, 2) for r, s in sorted(self.shares.items())},
+                "peers_wait": {str(r): w for r, w in sorted(self.peers_wait.items())}, "samples": self.samples,
+                "named_at": self.named_at}
+
+
+@dataclass
+class StragglerTracker:
+    """Per rank, its last ``window`` samples: (waiting in a collective, where), see the module doc."""
+    window: int = 20          # samples per rank (10 s at two a second)
+    gap: float = 0.3          # the straggler waits this much less (share of its samples) than the least-waiting peer
+    peers_wait: float = 0.4   # ... while every peer waits at least this share of its samples
+    hold: int = 4             # for this many samples in a row (2 s)
+    samples: dict[int, deque] = field(default_factory=dict)
+    started: bool = False     # a rank has been seen in a collective: the job is past its start-up
+    streak: dict[int, int] = field(default_factory=dict)
+    named: Straggler | None = None
+
+    def add(self, t: float, stacks: dict[int, str]) -> Straggler | None:
+        """One round of samples at time ``t`` (rank -> py-spy dump); the straggler the first time one stands out."""
+        for r, text in stacks.items():
+            p = position(text)
+            if p is None:
+                continue
+            waiting = p.collective is not None and main_thread_active(text) is False
+            self.started = self.started or p.collective is not None
+            if self.started:
+                self.samples.setdefault(r, deque(maxlen=self.window)).append((waiting, str(p) if waiting else
+                                                                              _working_at(text, p)))
+        if self.named is None:
+            self.named = self._check(t)
+            return self.named
+        return None
+
+    def shares(self) -> dict[int, float]:
+        return {r: sum(w for w, _ in s) / len(s) for r, s in self.samples.items() if s}
+
+    def _check(self, t: float) -> Straggler | None:
+        if len(self.samples) < 2 or any(len(s) < self.window for s in self.samples.values()):
+            return None
+        shares = self.shares()
+        slow = min(shares, key=shares.get)
+        peers = {r: s for r, s in shares.items() if r != slow}
+        stands_out = min(peers.values()) >= max(self.peers_wait, shares[slow] + self.gap)
+        self.streak = {slow: self.streak.get(slow, 0) + 1} if stands_out else {}
+        if self.streak.get(slow, 0) < self.hold:
+            return None
+        own = Counter(at for w, at in self.samples[slow] if not w)
+        where, n = own.most_common(1)[0] if own else ("(waiting)", 0)
+        peers_at = {r: Counter(at for w, at in self.samples[r] if w).most_common(1)[0][0] for r in peers}
+        return Straggler(slow, where, n / len(self.samples[slow]), shares, peers_at, t, self.window)
+
+
+def _working_at(dump: str, p: Position) -> str:
+    """Where a rank works: its two innermost frames of the user's code (``at data.py:12 in burn, called at
+    data.py:37 in __getitem__``), or the collective it is busy in."""
+    if p.collective is not None:
+        return f"in {p.text}"
+    w = stack_frames(dump)
+    own = [f for f in (w.frames if w else []) if not f.library][-2:]
+    if len(own) < 2:
+        return p.text
+    inner, outer = own[1], own[0]
+    return (f"at {inner.file.rsplit('/', 1)[-1]}:{inner.line} in {inner.func}, called at "
+            f"{outer.file.rsplit('/', 1)[-1]}:{outer.line} in {outer.func}")

@@ -1,0 +1,61 @@
+"""The straggler watch: pure bookkeeping on py-spy dumps real runs recorded, then live on realistic DDP jobs."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from nbhelpers.diagnosis.straggler import StragglerTracker
+
+RUNS = Path(__file__).parent / "data" / "runs"
+SCRIPT = Path(__file__).parent / "data" / "scripts" / "straggler_train.py"
+WAITING = (RUNS / "desync-skip-3" / "rank1.stack.txt").read_text()   # py-spy: idle, in all_reduce (desync.py:73)
+WORKING = (RUNS / "user-busy-rank" / "rank1.stack.txt").read_text()  # py-spy: active, in build_shard_stats
+
+
+def feed(tracker, rounds, pattern):
+    """``rounds`` sample rounds; ``pattern(i)`` gives rank -> dump for round i; returns the first straggler named."""
+    named = None
+    for i in range(rounds):
+        named = tracker.add(i * 0.5, pattern(i)) or named
+    return named
+
+
+def test_the_rank_its_peers_wait_for_is_named_with_its_hot_line():
+    tr = StragglerTracker(window=20, hold=4)
+    s = feed(tr, 30, lambda i: {0: WAITING, 1: WORKING, 2: WAITING})
+    assert s is not None and s.rank == 1 and "build_shard_stats" in s.where, s
+    assert s.shares == {0: 1.0, 1: 0.0, 2: 1.0} and set(s.peers_wait) == {0, 2}
+    assert s.named_at == (20 + 4 - 2) * 0.5  # a full window, then held for 4 samples
+    assert "rank 1 spends 100% of its time at recsys_twotower.py" in s.text()
+
+
+def test_balanced_ranks_and_a_short_window_name_nobody():
+    tr = StragglerTracker(window=20, hold=4)
+    assert feed(tr, 60, lambda i: {0: WAITING if i % 2 else WORKING, 1: WORKING if i % 2 else WAITING}) is None
+    tr = StragglerTracker(window=20, hold=4)
+    assert feed(tr, 19, lambda i: {0: WAITING, 1: WORKING}) is None  # not a full window yet
+
+
+def test_nothing_counts_before_the_first_collective():
+    tr = StragglerTracker(window=20, hold=4)
+    feed(tr, 40, lambda i: {0: WORKING, 1: WORKING})  # start-up: loading data, building the model
+    assert not tr.started and not tr.samples
+
+
+def run(*args, nproc=2):
+    out = subprocess.run([sys.executable, "-m", "nbhelpers", "run", "--nproc", str(nproc), "--timeout", "150", "--json",
+                          str(SCRIPT), *args], capture_output=True, text=True, timeout=200)
+    return json.loads(out.stdout)
+
+
+def test_a_slow_data_path_is_named_live_with_its_line(runs_dir):
+    v = run("--cause", "data", "--slow-rank", "1", "--steps", "60")
+    s = v["straggler"]
+    assert v["status"] == "ok" and s["rank"] == 1, v
+    assert "in __getitem__" in s["where"] and s["shares"]["1"] < s["shares"]["0"] - 0.3, s
+    assert "backward (DDP's gradient all_reduce)" in s["peers_wait"]["0"], s
+
+
+def test_a_balanced_job_names_no_straggler(runs_dir):
+    v = run("--cause", "none", "--steps", "300")
+    assert v["status"] == "ok" and v["straggler"] is None, v["straggler"]
