@@ -69,6 +69,8 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "fault_gallery": ("scenarios.probe", "fault_gallery"),
     "supervise": ("scenarios.supervise", "supervise"),
     "example": ("scenarios.supervise", "example"),
+    "printed_rate": ("scenarios.supervise", "printed_rate"),
+    "waiting_chart": ("views.display", "waiting_chart"),
     "sweep": ("scenarios.sweep", "sweep"),
     "sweep_chart": ("scenarios.sweep", "sweep_chart"),
     "peak_busbw": ("scenarios.sweep", "peak_busbw"),
@@ -148,11 +150,11 @@ __all__ = [
     'lint_env', 'lint_table', 'measure', 'missing_rank', 'nccl_chart', 'nccl_debug_run', 'nccl_effects',
     'nccl_sample', 'nccl_summary', 'nccl_transport_ab', 'parse_log_dir', 'parse_nccl', 'parse_watchdog', 'paste_box',
     'peak_busbw',
-    'preset', 'presets_table', 'probe', 'probe_port', 'race', 'race_cause', 'race_timeline', 'rank0_collective',
+    'preset', 'presets_table', 'printed_rate', 'probe', 'probe_port', 'race', 'race_cause', 'race_timeline', 'rank0_collective',
     'rank_error_table', 'record', 'route_to', 'run_all', 'run_fault', 'run_lab', 'safe_load', 'scale_up',
     'scan_ports', 'sequence_chart', 'sequence_table', 'setup_notebook', 'shm_dataloader', 'shm_table',
     'show_findings', 'sigkill_test', 'slow_or_stuck', 'stage_table', 'start_nodes', 'supervise', 'sweep',
-    'sweep_chart', 'timeline', 'timeouts', 'trials_table', 'truncated_copy', 'variant_table', 'watchdog_table',
+    'sweep_chart', 'timeline', 'timeouts', 'trials_table', 'truncated_copy', 'variant_table', 'waiting_chart', 'watchdog_table',
     'would_pick'
 ]
 
@@ -239,7 +241,7 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time each name l
     from nbhelpers.scenarios.presets import advice_lint_table, preset, presets_table
     from nbhelpers.scenarios.probe import fault_gallery, probe, scale_up
     from nbhelpers.scenarios.shm import shm_dataloader, shm_table
-    from nbhelpers.scenarios.supervise import example, supervise
+    from nbhelpers.scenarios.supervise import example, printed_rate, supervise
     from nbhelpers.scenarios.sweep import peak_busbw, sweep, sweep_chart
     from nbhelpers.scenarios.timeouts import timeouts
     from nbhelpers.scenarios.torncauses import (
@@ -248,7 +250,7 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time each name l
         race_cause,
         truncated_copy,
     )
-    from nbhelpers.views.display import stage_table, timeline
+    from nbhelpers.views.display import stage_table, timeline, waiting_chart
     from nbhelpers.views.envedit import EnvEditor, env_editor
     from nbhelpers.views.notebook import setup_notebook
     from nbhelpers.views.pastebox import findings_table, paste_box, show_findings

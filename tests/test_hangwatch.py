@@ -29,7 +29,7 @@ def test_rank_0_evaluating_while_the_others_wait_is_a_pause_not_a_hang(runs_dir)
     --stop-on-hang, and its JSON carries no hang (the waiting rank sleeps, but the rank elsewhere is at work)."""
     from pathlib import Path
 
-    script = Path(__file__).parent / "data" / "scripts" / "pause_eval.py"
+    script = Path(__file__).parents[1] / "examples" / "slow" / "train_eval_pause.py"
     out = subprocess.run([sys.executable, "-m", "nbhelpers", "run", "--nproc", "2", "--timeout", "120", "--json",
                           "--stop-on-hang", str(script), "--steps", "8", "--every", "4", "--eval-s", "5"],
                          capture_output=True, text=True, timeout=150)

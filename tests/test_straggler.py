@@ -7,7 +7,7 @@ from pathlib import Path
 from nbhelpers.diagnosis.straggler import StragglerTracker
 
 RUNS = Path(__file__).parent / "data" / "runs"
-SCRIPT = Path(__file__).parent / "data" / "scripts" / "straggler_train.py"
+SCRIPT = Path(__file__).parents[1] / "examples" / "slow" / "train_straggler.py"
 WAITING = (RUNS / "desync-skip-3" / "rank1.stack.txt").read_text()   # py-spy: idle, in all_reduce (desync.py:73)
 WORKING = (RUNS / "user-busy-rank" / "rank1.stack.txt").read_text()  # py-spy: active, in build_shard_stats
 

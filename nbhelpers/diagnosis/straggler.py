@@ -57,12 +57,13 @@ class StragglerTracker:
     """Per rank, its last ``window`` samples: (waiting in a collective, where), see the module doc."""
     window: int = 20          # samples per rank (10 s at two a second)
     gap: float = 0.3          # the straggler waits this much less (share of its samples) than the least-waiting peer
-    peers_wait: float = 0.4   # ... while every peer waits at least this share of its samples
+    peers_wait: float = 0.3   # ... while every peer waits at least this share of its samples
     hold: int = 4             # for this many samples in a row (2 s)
     samples: dict[int, deque] = field(default_factory=dict)
     started: bool = False     # a rank has been seen in a collective: the job is past its start-up
     streak: dict[int, int] = field(default_factory=dict)
     named: Straggler | None = None
+    history: list[tuple[float, dict[int, float]]] = field(default_factory=list)  # (t, shares) a round, once started
 
     def add(self, t: float, stacks: dict[int, str]) -> Straggler | None:
         """One round of samples at time ``t`` (rank -> py-spy dump); the straggler the first time one stands out."""
@@ -75,6 +76,8 @@ class StragglerTracker:
             if self.started:
                 self.samples.setdefault(r, deque(maxlen=self.window)).append((waiting, str(p) if waiting else
                                                                               _working_at(text, p)))
+        if self.samples:
+            self.history.append((t, self.shares()))
         if self.named is None:
             self.named = self._check(t)
             return self.named

@@ -193,6 +193,7 @@ class RunResult:
     rank_ids: list[int] | None = None     # the global ranks this node ran (multi-node); default range(nproc)
     hang: dict | None = None              # the hang named live while the ranks still hung (HangReport.to_dict)
     straggler: dict | None = None         # the rank the others waited for, named live (Straggler.to_dict + text)
+    waiting: list | None = None           # [seconds since start, {rank: share of its recent samples spent waiting}]
 
     @property
     def ok(self) -> bool:
@@ -591,7 +592,9 @@ class Run:
         return RunResult(self.name, status, self.nproc, self.ended - self.started, self.log_dir, self.command,
                          records, events, logs, stacks, torchrun_log, verdict, self.started, self.stop_reason,
                          cleanup, None if verdict.culprit is None else named_s,
-                         None if self.nnodes == 1 else mine, hang and hang.to_dict(), straggler)
+                         None if self.nnodes == 1 else mine, hang and hang.to_dict(), straggler,
+                         [[round(t - self.started, 2), shares] for t, shares in self.hangwatch.stragglers.history]
+                         if self.hangwatch is not None else None)
 
 
 def _is_shim(p: psutil.Process) -> bool:

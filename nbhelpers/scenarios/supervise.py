@@ -22,6 +22,7 @@ from nbhelpers.runtime.launcher import RunResult, launch, runs_dir
 from nbhelpers.runtime.launchspec import REPO_ROOT, child_env
 
 EXAMPLES = REPO_ROOT / "examples" / "faulty"
+SLOW_EXAMPLES = REPO_ROOT / "examples" / "slow"  # jobs that run, but slower than they should (notebook 03)
 
 
 def supervise(script: str, args: Sequence[str] = (), *, nproc: int = 2, timeout: float = 600.0,
@@ -35,16 +36,17 @@ def supervise(script: str, args: Sequence[str] = (), *, nproc: int = 2, timeout:
     return launch(str(path), list(args), nproc=nproc, timeout=timeout, env=env, live=live, name=path.stem, **kw)
 
 
-def example(name: str, dest: str | os.PathLike | None = None, folder: str | os.PathLike = EXAMPLES) -> Path:
-    """A copy of one of the realistic faulty training scripts (``examples/faulty/<name>.py`` by default, see its
-    FAULTS.md), ready to run: ``folder`` is copied to ``dest`` (default: a new folder under the runs dir, so its
-    checkpoints never land in the checkout), and ``setup/<name>.sh`` is run there when it exists, with this
-    Python first on PATH."""
-    folder = Path(folder)
+def example(name: str, dest: str | os.PathLike | None = None, folder: str | os.PathLike | None = None) -> Path:
+    """A copy of one of the realistic training scripts (``examples/faulty/<name>.py``, see its FAULTS.md, or
+    ``examples/slow/<name>.py``, jobs that run but slowly), ready to run: ``folder`` (default: whichever of the two
+    has it) is copied to ``dest`` (default: a new folder under the runs dir, so its checkpoints never land in the
+    checkout), and ``setup/<name>.sh`` is run there when it exists, with this Python first on PATH."""
+    folders = [Path(folder)] if folder else [EXAMPLES, SLOW_EXAMPLES]
+    folder = next((f for f in folders if (f / f"{name}.py").is_file()), folders[0])
     if not (folder / f"{name}.py").is_file():
         from nbhelpers.errors import WorkbookError
 
-        known = ", ".join(sorted(p.stem for p in folder.glob("*.py")))
+        known = ", ".join(sorted(p.stem for f in folders for p in f.glob("*.py")))
         raise WorkbookError(f"no example script {name!r}", f"pick one of: {known}")
     dest = Path(dest) if dest else runs_dir() / f"examples-{uuid.uuid4().hex[:6]}"
     if not (dest / f"{name}.py").exists():
@@ -103,3 +105,13 @@ def verdict_text(res: RunResult, script: str | None = None) -> str:
     lines += hints
     lines.append(f"logs: {res.log_dir}")
     return "\n".join(lines)
+
+
+def printed_rate(res, unit: str = "steps/s", rank: int = 0) -> float | None:
+    """The last rate a rank's own log printed, such as ``12.5 steps/s`` (a training script's progress line): the
+    speed the job saw, for comparing two runs of it."""
+    import re
+
+    found = re.findall(rf"(\d+(?:\.\d+)?)\s*{re.escape(unit)}", res.log(rank, tail=None))
+    return float(found[-1]) if found else None
+

@@ -49,3 +49,23 @@ def timeline(result, title: str | None = None):
                       title=title or f"{result.name}: {result.status}", margin=dict(l=10, r=10, t=40, b=30))
     fig.update_yaxes(autorange="reversed")
     return fig
+
+
+def waiting_chart(result, title: str | None = None):
+    """Each rank's share of its recent stack samples spent waiting in a collective, over the run: a rank far below
+    its peers is the one they wait for (:mod:`nbhelpers.diagnosis.straggler`); the moment it was named is marked."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    series = result.waiting or []
+    for r in sorted({r for _, shares in series for r in shares}):
+        pts = [(t, shares[r]) for t, shares in series if r in shares]
+        fig.add_trace(go.Scatter(x=[t for t, _ in pts], y=[100 * s for _, s in pts], mode="lines", name=f"rank {r}"))
+    s = result.straggler
+    if s:
+        fig.add_vline(x=s["named_after_s"], line_dash="dot",
+                      annotation_text=f"rank {s['rank']} named", annotation_position="top left")
+    fig.update_layout(title=title or f"{result.name}: time spent waiting in collectives, per rank",
+                      xaxis_title="seconds since launch", yaxis_title="% of the last samples waiting",
+                      yaxis_range=[0, 105], height=320, margin=dict(l=10, r=10, t=40, b=30))
+    return fig

@@ -1,6 +1,6 @@
 """A DDP job that runs, but slower than it should: one rank holds the others back, or none does.
 
-    torchrun --nproc-per-node 2 straggler_train.py --cause data --slow-rank 1 --steps 60
+    torchrun --nproc-per-node 2 train_straggler.py --cause data --slow-rank 1 --steps 60
 
 --cause data    the slow rank's shard needs heavier preprocessing (its __getitem__ works longer per item)
 --cause extra   rank --slow-rank computes extra metrics after every step while the others go on to the next

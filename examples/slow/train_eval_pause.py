@@ -1,7 +1,7 @@
 """A healthy DDP job with the most common pause in training: every few steps rank 0 evaluates (seconds of
 CPU work) while the other ranks wait at a barrier.  It ends `ok`; nothing in it hangs.
 
-    torchrun --nproc-per-node 2 pause_eval.py [--steps 12] [--every 4] [--eval-s 5]
+    torchrun --nproc-per-node 2 train_eval_pause.py [--steps 12] [--every 4] [--eval-s 5]
 """
 import argparse
 import time
