@@ -5,6 +5,7 @@
     python -m nbhelpers doctor --fr DIR [--json]         # Flight Recorder dumps: the first collective ranks disagree on
     python -m nbhelpers attach [PID | --all] [--json]      # a job running here: every rank's stack, the culprit
     python -m nbhelpers attach --merge node0.json node1.json  # several nodes' attach --json: one verdict
+    python -m nbhelpers attach --profile 20 [--json]   # a slow job: the rank the others wait for
     python -m nbhelpers run --nproc 2 [--timeout S] [--hang-after S] [--stop-on-hang] [--json] script.py [args ...]
 """
 from __future__ import annotations
@@ -194,11 +195,15 @@ def cmd_run(args) -> int:
 
 def cmd_attach(args) -> int:
     from nbhelpers.errors import AttachError
-    from nbhelpers.runtime.attach import attach, merge
+    from nbhelpers.runtime.attach import attach, merge, merge_profiles, profile
 
     try:
         if args.merge:
-            found = merge([text_file(n, "attach output") for n in args.merge])
+            outputs = [json.loads(text_file(n, "attach output").read_text()) for n in args.merge]
+            profiled = all("samples" in d for d in outputs)
+            found = merge_profiles(outputs) if profiled else merge(outputs)
+        elif args.profile:
+            found = profile(args.pid, args.profile, every_job=args.all)
         else:
             found = attach(args.pid, every_job=args.all, wait=args.wait)
     except AttachError as exc:
@@ -206,7 +211,8 @@ def cmd_attach(args) -> int:
     except (ValueError, KeyError) as exc:
         raise BadInput(f"not the JSON that attach --json prints: {exc}") from None
     print(json.dumps(found.to_dict()) if args.json else found.text(), flush=True)
-    return 1 if found.culprit_rank is not None else 0
+    named = found.straggler if hasattr(found, "straggler") else found.culprit_rank
+    return 1 if named is not None else 0
 
 
 def main(argv=None) -> int:
@@ -241,7 +247,11 @@ def main(argv=None) -> int:
     at.add_argument("--json", action="store_true", help="one JSON object (with each rank's stack, for --merge)")
     at.add_argument("--wait", type=nonnegative, default=0.0, metavar="S", help="look again every second for up "
                     "to S seconds until a rank stands out (a job still starting, or not hung yet)")
-    at.add_argument("--merge", nargs="+", metavar="FILE", help="one verdict over several nodes' attach --json outputs")
+    at.add_argument("--merge", nargs="+", metavar="FILE", help="one verdict over several nodes' attach --json outputs "
+                    "(or attach --profile --json outputs)")
+    at.add_argument("--profile", type=positive(float), default=None, metavar="S", help="a job that runs but slowly: "
+                    "sample every rank twice a second for S seconds; where each rank's time goes and the rank the "
+                    "others wait for (the job keeps running)")
     try:
         args = p.parse_args(argv)
         return {"run-all": cmd_run_all, "doctor": cmd_doctor, "run": cmd_run, "attach": cmd_attach}[args.cmd](args)

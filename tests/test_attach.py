@@ -103,3 +103,39 @@ def test_a_rank_still_importing_is_starting_not_a_straggler_to_wait_for():
     starting = Attached(1, [], stacks, hang_verdict([RankView(r, stack=s) for r, s in stacks.items()]))
     assert _starting(starting) and not _starting(Attached(1, [], {0: "", 1: ""}, None))
     assert "still starting" in starting.text() and starting.to_dict()["starting"] is True
+
+
+def test_profile_names_the_rank_a_slow_job_waits_for_and_leaves_it_running(tmp_path):
+    """A DDP job started with plain torchrun, running but slowly (rank 1's shard needs 8x the preprocessing):
+    attach --profile samples it, names rank 1 and its line, and the job goes on; two nodes' outputs merge."""
+    from nbhelpers.scenarios.supervise import example
+
+    script = example("train_straggler", tmp_path)
+    log = open(tmp_path / "torchrun.log", "wb")
+    job = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--rdzv-backend",
+                            "c10d", "--rdzv-endpoint", "127.0.0.1:0", str(script), "--cause", "data", "--slow-rank", "1",
+                            "--steps", "400"], cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=log,
+                           stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        out = cli(str(job.pid), "--profile", "12", "--json", timeout=120)
+        v = json.loads(out.stdout)
+        assert out.returncode == 1 and v["straggler"] and v["straggler"]["rank"] == 1, v.get("straggler") or out
+        assert "__getitem__" in v["straggler"]["where"], v["straggler"]
+        assert job.poll() is None  # sampled, not stopped
+        parts = [dict(v, ranks=[r], samples={str(r["rank"]): v["samples"][str(r["rank"])]}) for r in v["ranks"]]
+        files = []
+        for i, part in enumerate(parts):
+            (tmp_path / f"node{i}.json").write_text(json.dumps(part))
+            files.append(str(tmp_path / f"node{i}.json"))
+        out = cli("--merge", *files)
+        assert out.returncode == 1 and "straggler: rank 1 spends" in out.stdout, out.stdout
+    finally:
+        tree = psutil.Process(job.pid).children(recursive=True)
+        os.killpg(job.pid, signal.SIGKILL)
+        for p in tree:
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+        job.wait()
+        log.close()

@@ -86,20 +86,33 @@ class StragglerTracker:
     def shares(self) -> dict[int, float]:
         return {r: sum(w for w, _ in s) / len(s) for r, s in self.samples.items() if s}
 
-    def _check(self, t: float) -> Straggler | None:
-        if len(self.samples) < 2 or any(len(s) < self.window for s in self.samples.values()):
+    def standing_out(self, t: float, min_samples: int | None = None) -> Straggler | None:
+        """The rank that stands out in the samples kept now (each rank with ``min_samples`` or more, default a
+        full ``window``), without waiting for ``hold``; None when no rank does."""
+        need = self.window if min_samples is None else min_samples
+        if len(self.samples) < 2 or any(len(s) < need for s in self.samples.values()):
             return None
         shares = self.shares()
         slow = min(shares, key=shares.get)
         peers = {r: s for r, s in shares.items() if r != slow}
-        stands_out = min(peers.values()) >= max(self.peers_wait, shares[slow] + self.gap)
-        self.streak = {slow: self.streak.get(slow, 0) + 1} if stands_out else {}
-        if self.streak.get(slow, 0) < self.hold:
+        if min(peers.values()) < max(self.peers_wait, shares[slow] + self.gap):
             return None
-        own = Counter(at for w, at in self.samples[slow] if not w)
-        where, n = own.most_common(1)[0] if own else ("(waiting)", 0)
+        where, share = self.hot(slow)
         peers_at = {r: Counter(at for w, at in self.samples[r] if w).most_common(1)[0][0] for r in peers}
-        return Straggler(slow, where, n / len(self.samples[slow]), shares, peers_at, t, self.window)
+        return Straggler(slow, where, share, shares, peers_at, t, len(self.samples[slow]))
+
+    def _check(self, t: float) -> Straggler | None:
+        s = self.standing_out(t)
+        self.streak = {s.rank: self.streak.get(s.rank, 0) + 1} if s else {}
+        return s if s and self.streak[s.rank] >= self.hold else None
+
+    def hot(self, r: int) -> tuple[str, float]:
+        """Rank ``r``'s most frequent place outside a collective wait, and its share of the samples kept."""
+        own = Counter(at for w, at in self.samples.get(r, ()) if not w)
+        if not own:
+            return "(always waiting)", 0.0
+        where, n = own.most_common(1)[0]
+        return where, n / len(self.samples[r])
 
 
 def _working_at(dump: str, p: Position) -> str:

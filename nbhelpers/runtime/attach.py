@@ -4,6 +4,7 @@
     python -m nbhelpers attach 12345      # the job of this pid (torchrun's, or any rank's)
     python -m nbhelpers attach --all --json > node-$(hostname).json
     python -m nbhelpers attach --merge node-*.json     # several nodes: one verdict
+    python -m nbhelpers attach --profile 20            # a job that runs but slowly: the rank the others wait for
 
 A rank is a process with ``RANK`` (or ``LOCAL_RANK``) in its environment, as torchrun /
 ``torch.distributed.run``, accelerate, deepspeed and ``srun`` set it; its job is the nearest ancestor
@@ -18,6 +19,7 @@ import os
 import re
 import shlex
 import time
+from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,11 +29,13 @@ import psutil
 from nbhelpers.diagnosis.api import Verdict
 from nbhelpers.diagnosis.culprit import RankView
 from nbhelpers.diagnosis.hang import position, rank_ranges
+from nbhelpers.diagnosis.straggler import Straggler, StragglerTracker
 from nbhelpers.errors import AttachError
 from nbhelpers.runtime.hangwatch import hang_verdict
 from nbhelpers.runtime.stacks import dump_many
 
-__all__ = ["Attached", "RankProc", "attach", "attach_commands", "find_jobs", "merge"]
+__all__ = ["Attached", "Profiled", "RankProc", "attach", "attach_commands", "find_jobs", "merge", "merge_profiles",
+           "profile"]
 
 LAUNCHER = re.compile(r"(?:^|[/\s])(?:torchrun|torch\.distributed\.(?:run|launch)|accelerate(?:\s+launch)?|"
                       r"accelerate\.commands\.launch|deepspeed|deepspeed\.launcher\.\w+|srun|mpirun|mpiexec)(?:\s|$)")
@@ -245,3 +249,85 @@ def attach_commands(hosts: Sequence[str], workdir: str = ".", python: str = "pyt
                     f"bash -c {shlex.quote(one + ' > attach-$(hostname).json')}")
     cmds["merge"] = f"{python} -m nbhelpers attach --merge attach-*.json"
     return cmds
+
+
+@dataclass
+class Profiled:
+    """A running job sampled for a while: each rank's share of samples spent waiting in a collective, where the
+    rest went, and the rank the others wait for (:mod:`nbhelpers.diagnosis.straggler`), if one stands out."""
+    job_pid: int | None
+    ranks: list[RankProc]
+    tracker: StragglerTracker
+    seconds: float
+
+    @property
+    def straggler(self) -> Straggler | None:
+        return self.tracker.standing_out(time.time(), min_samples=MIN_PROFILE_SAMPLES)
+
+    def rows(self) -> list[dict]:
+        shares = self.tracker.shares()
+        return [{"rank": rp.rank, "host": rp.host, "samples": len(self.tracker.samples.get(rp.rank, ())),
+                 "waiting": round(shares.get(rp.rank, 0.0), 2), "hot": self.tracker.hot(rp.rank)[0],
+                 "hot_share": round(self.tracker.hot(rp.rank)[1], 2)} for rp in self.ranks]
+
+    def to_dict(self) -> dict:
+        s = self.straggler
+        return {"job_pid": self.job_pid, "seconds": self.seconds, "ranks": self.rows(),
+                "samples": {str(r): [list(x) for x in d] for r, d in self.tracker.samples.items()},
+                "straggler": s and {**s.to_dict(), "text": s.text()}}
+
+    def text(self) -> str:
+        head = f"job {self.job_pid}" if self.job_pid else "job"
+        lines = [f"{head}: {len(self.ranks)} ranks sampled for {self.seconds:g} s"]
+        lines += [f"  rank {r['rank']}: waits {r['waiting']:.0%} in collectives; {r['hot_share']:.0%} {r['hot']}"
+                  for r in self.rows()]
+        s = self.straggler
+        lines.append(f"straggler: {s.text()}" if s else "no rank stands out: the ranks wait for each other alike "
+                     "(or too few samples: profile longer)")
+        return "\n".join(lines)
+
+
+MIN_PROFILE_SAMPLES = 10  # per rank, past the job's first collective: 5 s at two samples a second
+
+
+def profile(pid: int | None = None, seconds: float = 20.0, every_job: bool = False, every: float = 0.5,
+            start_wait: float = 60.0) -> Profiled:
+    """Sample a running job's ranks every ``every`` seconds (py-spy, nothing paused) for ``seconds`` past its first
+    collective, and say where each one's time goes, and which rank, if any, the others wait for.  A job still
+    starting is waited for: its ranks to appear (``start_wait``), then its first collective (as long again at
+    most).  The job keeps running."""
+    deadline = time.monotonic() + start_wait
+    while True:
+        try:
+            jobs = find_jobs()
+            chosen = list(jobs) if every_job and jobs else _pick(jobs, pid)
+            break
+        except AttachError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(every)
+    ranks = sorted((rp for j in chosen for rp in jobs[j]), key=lambda rp: rp.rank)
+    tracker = StragglerTracker(window=max(MIN_PROFILE_SAMPLES, int(seconds / every) + 1))
+    begun, give_up = None, time.monotonic() + start_wait + seconds
+    while time.monotonic() < give_up and (begun is None or time.monotonic() - begun < seconds):
+        t = time.monotonic()
+        tracker.add(time.time(), dump_many({rp.rank: rp.pid for rp in ranks}, nonblocking=True))
+        if begun is None and tracker.started:
+            begun = t
+        time.sleep(max(0.0, every - (time.monotonic() - t)))
+    return Profiled(chosen[0] if len(chosen) == 1 else None, ranks, tracker, seconds)
+
+
+def merge_profiles(outputs: Iterable[dict | str | os.PathLike]) -> Profiled:
+    """One straggler verdict over several nodes: the ``attach --profile --json`` outputs of each."""
+    tracker, ranks, seconds = StragglerTracker(window=10**6), [], 0.0
+    for out in outputs:
+        d = out if isinstance(out, dict) else json.loads(Path(out).read_text())
+        seconds = max(seconds, d.get("seconds", 0.0))
+        for row in d["ranks"]:
+            ranks.append(RankProc(row["rank"], 0, d.get("job_pid") or 0, host=row.get("host", "?")))
+        for r, samples in d["samples"].items():
+            tracker.samples[int(r)] = deque((bool(w), at) for w, at in samples)
+    tracker.started = True
+    return Profiled(None, sorted(ranks, key=lambda rp: rp.rank), tracker, seconds)
+
