@@ -1,7 +1,8 @@
 """Slow, not stuck: the straggler named live, how soon, how often wrongly, and what the sampling costs.
 
 Realistic DDP jobs (`examples/slow/train_straggler.py`) supervised as any script is:
-- each cause (one rank's slow data path; rank 0's extra metrics every step) on 2 and 3 ranks: the rank named, and
+- each cause (one rank's slow data path; rank 0's extra metrics every step; one rank's DataLoader without workers;
+  a busy process on one rank's core) on 2 and 3 ranks: the rank named, and
   seconds from the first collective seen (the job past its start-up, when the slowdown begins) to the name;
 - balanced jobs, ``reps`` runs each on 2 and 3 ranks: how many named a straggler (should be none);
 - the cost of reading the stacks twice a second: the balanced job's own steps/s with the watch on vs off
@@ -22,13 +23,13 @@ def job(args, nproc=2, **kw):
 
 def rows(reps: int) -> list[dict]:
     out = []
-    for cause, slow in (("data", 1), ("extra", 0)):
+    for cause, slow in (("data", 1), ("extra", 0), ("workers", 1), ("cpu", 1)):
         for nproc in (2, 3):
             res = job(["--cause", cause, "--slow-rank", str(slow), "--steps", "60"], nproc)
-            s, first = res.straggler, (res.waiting or [[None]])[0][0]
+            s = res.straggler
             out.append({"what": f"{cause}: rank {slow} slow, {nproc} ranks",
                         "named": "nobody" if not s else f"rank {s['rank']}",
-                        "s after first collective": round(s["named_after_s"] - first, 1) if s and first else "",
+                        "s after first collective": round(s["named_after_s"] - s["first_collective_s"], 1) if s else "",
                         "shares": "" if not s else " ".join(f"{r}:{v:.0%}" for r, v in s["shares"].items()),
                         "vs baseline": ""})
     false = total = 0

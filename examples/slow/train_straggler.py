@@ -5,9 +5,17 @@
 --cause data    the slow rank's shard needs heavier preprocessing (its __getitem__ works longer per item)
 --cause extra   rank --slow-rank computes extra metrics after every step while the others go on to the next
                 all_reduce (rank-0 logging)
+--cause workers the slow rank's DataLoader has no worker processes while the others have two (each item's
+                preprocessing then runs in its training loop)
+--cause cpu     another process shares the slow rank's core (every rank pinned to one core; on rank --slow-rank's
+                a busy neighbour, as another job's process on a shared node)
 --cause none    a balanced job: every rank does the same work
 """
 import argparse
+import atexit
+import os
+import subprocess
+import sys
 import time
 
 import torch
@@ -17,45 +25,59 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 
-def burn(seconds):
-    """CPU work for about ``seconds`` (tokenising, augmenting, decoding: anything that keeps a core busy)."""
-    x, t0 = torch.randn(64, 64), time.monotonic()
-    while time.monotonic() - t0 < seconds:
-        x = torch.tanh(x @ x)
+def burn(units):
+    """A fixed amount of CPU work (tokenising, augmenting, decoding): ``units`` small matmuls, 25-60 us each."""
+    x = torch.randn(64, 64)
+    for _ in range(units):
+        x = torch.tanh(x @ x / 64)
     return x
 
 
 class Shard(Dataset):
-    def __init__(self, n, per_item_s):
-        self.n, self.per_item_s = n, per_item_s
+    def __init__(self, n, per_item):
+        self.n, self.per_item = n, per_item
 
     def __len__(self):
         return self.n
 
     def __getitem__(self, i):
-        burn(self.per_item_s)  # preprocessing
+        burn(self.per_item)  # preprocessing
         return torch.randn(32), torch.randn(8)
 
 
-def metrics(model, seconds):
-    burn(seconds)  # e.g. a confusion matrix over the whole buffer, every step
+def metrics(model, units):
+    burn(units)  # e.g. a confusion matrix over the whole buffer, every step
     return sum(p.norm().item() for p in model.parameters())
+
+
+def busy_neighbour(core):
+    """Another process spinning on ``core``; it ends with this rank (killed at exit, or when its parent is gone)."""
+    spin = "import os\np = os.getppid()\nwhile os.getppid() == p:\n    pass\n"
+    neighbour = subprocess.Popen([sys.executable, "-c", spin], preexec_fn=lambda: os.sched_setaffinity(0, {core}))
+    atexit.register(neighbour.kill)
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--cause", choices=["data", "extra", "none"], default="data")
+    p.add_argument("--cause", choices=["data", "extra", "workers", "cpu", "none"], default="data")
     p.add_argument("--slow-rank", type=int, default=1)
     p.add_argument("--steps", type=int, default=60)
-    p.add_argument("--item-s", type=float, default=0.004, help="preprocessing per item on a normal rank")
+    p.add_argument("--item-work", type=int, default=100, help="preprocessing per item on a normal rank (burn units)")
     args = p.parse_args()
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     slow = rank == args.slow_rank
-    per_item = args.item_s * (8 if slow and args.cause == "data" else 1)
+    per_item = args.item_work * (8 if slow and args.cause == "data" else 4 if args.cause == "workers" else 1)
+    if args.cause == "cpu":  # one core each; the slow rank's is shared with a busy neighbour
+        cores = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cores[rank % len(cores)]})
+        if slow:
+            busy_neighbour(cores[rank % len(cores)])
+    workers = (0 if slow else 2) if args.cause == "workers" else 0
     batch = 8
     ds = Shard(args.steps * batch * world, per_item)
-    loader = DataLoader(ds, batch_size=batch, sampler=DistributedSampler(ds, shuffle=False))
+    loader = DataLoader(ds, batch_size=batch, sampler=DistributedSampler(ds, shuffle=False), num_workers=workers,
+                        persistent_workers=workers > 0)
     model = DDP(nn.Sequential(nn.Linear(32, 256), nn.ReLU(), nn.Linear(256, 8)))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     t0 = time.monotonic()
@@ -65,7 +87,7 @@ def main():
         loss.backward()
         opt.step()
         if slow and args.cause == "extra":
-            metrics(model, 8 * batch * args.item_s)
+            metrics(model, 8 * batch * args.item_work)
         if step % 20 == 0:
             print(f"[rank {rank}] step {step} loss {loss.item():.3f} {step / (time.monotonic() - t0):.1f} steps/s",
                   flush=True)

@@ -580,8 +580,9 @@ class Run:
         verdict = find_culprit(views, status, self.stop_time, torchrun_log, read_sources(views))
         hang = self.hangwatch.report if self.hangwatch is not None else None
         named = self.hangwatch.stragglers.named if self.hangwatch is not None else None
+        history = self.hangwatch.stragglers.history if self.hangwatch is not None else []
         straggler = named and {**named.to_dict(), "named_after_s": round(named.named_at - self.started, 1),
-                               "text": named.text()}
+                               "first_collective_s": round(history[0][0] - self.started, 1), "text": named.text()}
         if status == "ok":  # what looked like a hang passed by itself: a long pause, and a job that ended ok hung nowhere
             hang = None
         if hang is not None and hang.verdict.culprit == verdict.culprit:
@@ -593,8 +594,7 @@ class Run:
                          records, events, logs, stacks, torchrun_log, verdict, self.started, self.stop_reason,
                          cleanup, None if verdict.culprit is None else named_s,
                          None if self.nnodes == 1 else mine, hang and hang.to_dict(), straggler,
-                         [[round(t - self.started, 2), shares] for t, shares in self.hangwatch.stragglers.history]
-                         if self.hangwatch is not None else None)
+                         [[round(t - self.started, 2), shares] for t, shares in history] if history else None)
 
 
 def _is_shim(p: psutil.Process) -> bool:
