@@ -9,6 +9,14 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
 
 
+def interruptible() -> None:
+    """preexec_fn for a child that a test interrupts: Ctrl-C's default, even where this test session inherited
+    SIGINT ignored (a shell starts background jobs so: `make test &`, nohup)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def workbook_processes(marker: str) -> list[psutil.Process]:
     """Live processes of workbook runs under ``marker`` (a test's private runs dir), ranks included."""
     from nbhelpers.runtime.procs import find_runs

@@ -89,8 +89,12 @@ def test_whole_run_timeout_stops_every_rank_and_keeps_their_stacks(runs_dir):
 def test_kernel_interrupt_stops_the_world(runs_dir):
     run = Run("probe", ["--timeout", "120", "--fault", "stall", "--stall", "300"], nproc=2, timeout=300)
     threading.Timer(6.0, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
-    with pytest.raises(KeyboardInterrupt):
-        run.wait(live=False)
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a kernel, even if this session ignores it
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run.wait(live=False)
+    finally:
+        signal.signal(signal.SIGINT, old)
     assert run.result.status == "interrupted"
     assert not workbook_processes(str(runs_dir))
 

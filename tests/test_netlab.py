@@ -6,7 +6,7 @@ import sys
 import time
 
 import pytest
-from conftest import REPO, is_root
+from conftest import REPO, interruptible, is_root
 
 from nbhelpers.scenarios import netlab
 
@@ -98,7 +98,7 @@ def test_an_interrupted_lab_cleans_up(clean):
     code = ("import time; from nbhelpers.scenarios.netlab import Lab\n"
             "with Lab() as lab:\n    print(lab.a, flush=True)\n    time.sleep(60)\n")
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
-                         env=dict(os.environ, PYTHONPATH=os.getcwd()))
+                         env=dict(os.environ, PYTHONPATH=os.getcwd()), preexec_fn=interruptible)
     ns = p.stdout.readline().strip()
     assert ns in leftovers()
     p.send_signal(signal.SIGINT)
@@ -135,7 +135,7 @@ def test_interrupting_the_lab_runs_stops_them_and_leaves_nothing(clean):
             "try:\n    netlab.run_lab(['ifname-lo', 'port-drop'], parallel=2)\n"
             "except KeyboardInterrupt:\n    print('interrupted', netlab.namespaces(), flush=True)\n")
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
-                         env=dict(os.environ, PYTHONPATH=os.getcwd()))
+                         env=dict(os.environ, PYTHONPATH=os.getcwd()), preexec_fn=interruptible)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not [n for n in leftovers() if f"-{p.pid}-" in n]:
         time.sleep(0.2)
