@@ -150,11 +150,13 @@ __all__ = [
     'lint_env', 'lint_table', 'measure', 'missing_rank', 'nccl_chart', 'nccl_debug_run', 'nccl_effects',
     'nccl_sample', 'nccl_summary', 'nccl_transport_ab', 'parse_log_dir', 'parse_nccl', 'parse_watchdog', 'paste_box',
     'peak_busbw',
-    'preset', 'presets_table', 'printed_rate', 'probe', 'probe_port', 'race', 'race_cause', 'race_timeline', 'rank0_collective',
+    'preset', 'presets_table', 'printed_rate', 'probe', 'probe_port', 'race', 'race_cause', 'race_timeline',
+    'rank0_collective',
     'rank_error_table', 'record', 'route_to', 'run_all', 'run_fault', 'run_lab', 'safe_load', 'scale_up',
     'scan_ports', 'sequence_chart', 'sequence_table', 'setup_notebook', 'shm_dataloader', 'shm_table',
     'show_findings', 'sigkill_test', 'slow_or_stuck', 'stage_table', 'start_nodes', 'supervise', 'sweep',
-    'sweep_chart', 'timeline', 'timeouts', 'trials_table', 'truncated_copy', 'variant_table', 'waiting_chart', 'watchdog_table',
+    'sweep_chart', 'timeline', 'timeouts', 'trials_table', 'truncated_copy', 'variant_table', 'waiting_chart',
+    'watchdog_table',
     'would_pick'
 ]
 

@@ -13,7 +13,8 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-__all__ = ["Frame", "Where", "last_traceback", "exceptions", "stack_frames", "main_thread_active", "user_frame", "collective_of", "where_from"]
+__all__ = ["Frame", "Where", "last_traceback", "exceptions", "stack_frames", "main_thread_active", "user_frame",
+           "collective_of", "where_from"]
 
 RANK_PREFIX = re.compile(r"^(?:\[(?:rank|default)?\d+\]:\s?)+")     # torchrun --tee / [rank1]: prefixes
 RANK_NUMBER = re.compile(r"^\[(?:rank|default)?(\d+)\]:")

@@ -4,9 +4,9 @@ Every ``every`` seconds the running ranks' stacks are read with ``py-spy dump --
 are not paused; a dump costs about 15 ms of one core) and fed to
 :class:`~nbhelpers.diagnosis.hang.HangTracker`.  Once a rank has stayed in one collective call for
 ``hang_after`` seconds, asleep there, while another rank is elsewhere and not at work (py-spy's thread
-state, and whether a child of the rank runs: :mod:`nbhelpers.diagnosis.hang`), the culprit rules read those same stacks (and the
-user's source, for the ``if rank == 0:`` branch or the lock around the call) and name the rank and its
-line, long before the process-group timeout would end the job.
+state, and whether a child of the rank runs: :mod:`nbhelpers.diagnosis.hang`), the culprit rules read
+those same stacks (and the user's source, for the ``if rank == 0:`` branch or the lock around the call)
+and name the rank and its line, long before the process-group timeout would end the job.
 """
 from __future__ import annotations
 
