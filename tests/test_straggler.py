@@ -21,25 +21,34 @@ def feed(tracker, rounds, pattern):
 
 
 def test_the_rank_its_peers_wait_for_is_named_with_its_hot_line():
-    tr = StragglerTracker(window=20, hold=4)
+    tr = StragglerTracker(window_s=10.0, hold_s=2.0)
     s = feed(tr, 30, lambda i: {0: WAITING, 1: WORKING, 2: WAITING})
     assert s is not None and s.rank == 1 and "build_shard_stats" in s.where, s
     assert s.shares == {0: 1.0, 1: 0.0, 2: 1.0} and set(s.peers_wait) == {0, 2}
-    assert s.named_at == (20 + 4 - 2) * 0.5  # a full window, then held for 4 samples
+    assert s.named_at == 10.0 + 2.0  # a whole window past the first collective, then held 2 s
     assert "rank 1 spends 100% of its time at recsys_twotower.py" in s.text()
 
 
 def test_balanced_ranks_and_a_short_window_name_nobody():
-    tr = StragglerTracker(window=20, hold=4)
+    tr = StragglerTracker()
     assert feed(tr, 60, lambda i: {0: WAITING if i % 2 else WORKING, 1: WORKING if i % 2 else WAITING}) is None
-    tr = StragglerTracker(window=20, hold=4)
-    assert feed(tr, 19, lambda i: {0: WAITING, 1: WORKING}) is None  # not a full window yet
+    tr = StragglerTracker()
+    assert feed(tr, 20, lambda i: {0: WAITING, 1: WORKING}) is None  # 9.5 s: not a whole window yet
+
+
+def test_slow_samples_still_name_the_straggler():
+    """A busy machine: one sample round every 1.2 s instead of every 0.5 s; the window is in seconds."""
+    tr = StragglerTracker()
+    named = None
+    for i in range(14):
+        named = tr.add(i * 1.2, {0: WAITING, 1: WORKING}) or named
+    assert named is not None and named.rank == 1 and named.samples >= tr.min_samples, named
 
 
 def test_nothing_counts_before_the_first_collective():
-    tr = StragglerTracker(window=20, hold=4)
+    tr = StragglerTracker()
     feed(tr, 40, lambda i: {0: WORKING, 1: WORKING})  # start-up: loading data, building the model
-    assert not tr.started and not tr.samples
+    assert tr.started is None and not tr.samples
 
 
 def run(*args, nproc=2):

@@ -7,13 +7,14 @@ collective call, asleep there: :func:`nbhelpers.diagnosis.hang.position` and py-
 its own work, because its peers wait for it.  That difference survives synchronisation and needs nothing from
 the user's script.
 
-:class:`StragglerTracker` is the bookkeeping, pure: per rank, its last ``window`` samples, each waiting or not,
-and where the rank was when not waiting.  Once every rank has ``window`` samples (after the job's first
-collective), the rank whose waiting share stands ``gap`` or more below every peer's, while those peers wait at
-least ``peers_wait`` of their time, for ``hold`` samples in a row, is the straggler, named with its most
-frequent position outside the collectives (its hot line).  The numbers are chosen on the development runs of
-``tests/test_straggler.py`` (a slow data path, a rank-0 extra step, balanced jobs): a straggler there waits
-under 20 % of its samples where its peers wait 50-80 %; balanced ranks differ by less than 15 points.
+:class:`StragglerTracker` is the bookkeeping, pure: per rank, its samples of the last ``window_s`` seconds, each
+waiting or not, and where the rank was when not waiting.  Once a whole window has passed since the job's first
+collective (and every rank has ``min_samples`` in it), the rank whose waiting share stands ``gap`` or more below
+every peer's, while those peers wait at least ``peers_wait`` of their time, for ``hold_s`` seconds, is the
+straggler, named with its most frequent position outside the collectives (its hot line).  The numbers are chosen on the development runs of
+``tests/test_straggler.py`` and ``bench/bench_straggler.py`` (a slow data path, a rank-0 extra step, a DataLoader
+without workers, balanced jobs): a straggler there waited 0-5 % of its samples where its peers waited 50-95 %,
+also with two busy loops beside; balanced jobs of 2 and 3 ranks named nobody.
 """
 from __future__ import annotations
 
@@ -54,14 +55,16 @@ class Straggler:
 
 @dataclass
 class StragglerTracker:
-    """Per rank, its last ``window`` samples: (waiting in a collective, where), see the module doc."""
-    window: int = 20          # samples per rank (10 s at two a second)
+    """Per rank, its samples of the last ``window_s`` seconds: (time, waiting in a collective, where); see the
+    module doc.  Windows and holds are in seconds, not samples: on a busy machine the samples come slower."""
+    window_s: float = 10.0    # the samples a verdict reads: the last 10 s of each rank's
+    min_samples: int = 6      # ... at least this many of them per rank (a busy machine samples slower)
     gap: float = 0.3          # the straggler waits this much less (share of its samples) than the least-waiting peer
     peers_wait: float = 0.3   # ... while every peer waits at least this share of its samples
-    hold: int = 4             # for this many samples in a row (2 s)
+    hold_s: float = 2.0       # ... and has stood out so for this long
     samples: dict[int, deque] = field(default_factory=dict)
-    started: bool = False     # a rank has been seen in a collective: the job is past its start-up
-    streak: dict[int, int] = field(default_factory=dict)
+    started: float | None = None   # when a rank was first seen in a collective: the job past its start-up
+    standing: tuple[int, float] | None = None  # the rank standing out now, and since when
     named: Straggler | None = None
     history: list[tuple[float, dict[int, float]]] = field(default_factory=list)  # (t, shares) a round, once started
 
@@ -72,10 +75,13 @@ class StragglerTracker:
             if p is None:
                 continue
             waiting = p.collective is not None and main_thread_active(text) is False
-            self.started = self.started or p.collective is not None
-            if self.started:
-                self.samples.setdefault(r, deque(maxlen=self.window)).append((waiting, str(p) if waiting else
-                                                                              _working_at(text, p)))
+            if self.started is None and p.collective is not None:
+                self.started = t
+            if self.started is not None:
+                kept = self.samples.setdefault(r, deque())
+                kept.append((t, waiting, str(p) if waiting else _working_at(text, p)))
+                while kept[0][0] < t - self.window_s:
+                    kept.popleft()
         if self.samples:
             self.history.append((t, self.shares()))
         if self.named is None:
@@ -84,13 +90,14 @@ class StragglerTracker:
         return None
 
     def shares(self) -> dict[int, float]:
-        return {r: sum(w for w, _ in s) / len(s) for r, s in self.samples.items() if s}
+        return {r: sum(w for _, w, _ in s) / len(s) for r, s in self.samples.items() if s}
 
-    def standing_out(self, t: float, min_samples: int | None = None) -> Straggler | None:
-        """The rank that stands out in the samples kept now (each rank with ``min_samples`` or more, default a
-        full ``window``), without waiting for ``hold``; None when no rank does."""
-        need = self.window if min_samples is None else min_samples
-        if len(self.samples) < 2 or any(len(s) < need for s in self.samples.values()):
+    def standing_out(self, t: float, full: bool = True) -> Straggler | None:
+        """The rank that stands out in the samples kept now (each rank with ``min_samples`` or more, and with
+        ``full`` a whole ``window_s`` since the first collective), without the hold; None when no rank does."""
+        if len(self.samples) < 2 or any(len(s) < self.min_samples for s in self.samples.values()):
+            return None
+        if full and (self.started is None or t - self.started < self.window_s):
             return None
         shares = self.shares()
         slow = min(shares, key=shares.get)
@@ -98,17 +105,18 @@ class StragglerTracker:
         if min(peers.values()) < max(self.peers_wait, shares[slow] + self.gap):
             return None
         where, share = self.hot(slow)
-        peers_at = {r: Counter(at for w, at in self.samples[r] if w).most_common(1)[0][0] for r in peers}
+        peers_at = {r: Counter(at for _, w, at in self.samples[r] if w).most_common(1)[0][0] for r in peers}
         return Straggler(slow, where, share, shares, peers_at, t, len(self.samples[slow]))
 
     def _check(self, t: float) -> Straggler | None:
         s = self.standing_out(t)
-        self.streak = {s.rank: self.streak.get(s.rank, 0) + 1} if s else {}
-        return s if s and self.streak[s.rank] >= self.hold else None
+        if s is None or self.standing is None or self.standing[0] != s.rank:
+            self.standing = (s.rank, t) if s else None
+        return s if s and t - self.standing[1] >= self.hold_s else None
 
     def hot(self, r: int) -> tuple[str, float]:
         """Rank ``r``'s most frequent place outside a collective wait, and its share of the samples kept."""
-        own = Counter(at for w, at in self.samples.get(r, ()) if not w)
+        own = Counter(at for _, w, at in self.samples.get(r, ()) if not w)
         if not own:
             return "(always waiting)", 0.0
         where, n = own.most_common(1)[0]

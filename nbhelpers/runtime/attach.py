@@ -262,7 +262,7 @@ class Profiled:
 
     @property
     def straggler(self) -> Straggler | None:
-        return self.tracker.standing_out(time.time(), min_samples=MIN_PROFILE_SAMPLES)
+        return self.tracker.standing_out(time.time(), full=False)
 
     def rows(self) -> list[dict]:
         shares = self.tracker.shares()
@@ -307,12 +307,12 @@ def profile(pid: int | None = None, seconds: float = 20.0, every_job: bool = Fal
                 raise
             time.sleep(every)
     ranks = sorted((rp for j in chosen for rp in jobs[j]), key=lambda rp: rp.rank)
-    tracker = StragglerTracker(window=max(MIN_PROFILE_SAMPLES, int(seconds / every) + 1))
+    tracker = StragglerTracker(window_s=seconds + start_wait, min_samples=MIN_PROFILE_SAMPLES)
     begun, give_up = None, time.monotonic() + start_wait + seconds
     while time.monotonic() < give_up and (begun is None or time.monotonic() - begun < seconds):
         t = time.monotonic()
         tracker.add(time.time(), dump_many({rp.rank: rp.pid for rp in ranks}, nonblocking=True))
-        if begun is None and tracker.started:
+        if begun is None and tracker.started is not None:
             begun = t
         time.sleep(max(0.0, every - (time.monotonic() - t)))
     return Profiled(chosen[0] if len(chosen) == 1 else None, ranks, tracker, seconds)
@@ -320,14 +320,14 @@ def profile(pid: int | None = None, seconds: float = 20.0, every_job: bool = Fal
 
 def merge_profiles(outputs: Iterable[dict | str | os.PathLike]) -> Profiled:
     """One straggler verdict over several nodes: the ``attach --profile --json`` outputs of each."""
-    tracker, ranks, seconds = StragglerTracker(window=10**6), [], 0.0
+    tracker, ranks, seconds = StragglerTracker(window_s=float("inf"), min_samples=MIN_PROFILE_SAMPLES), [], 0.0
     for out in outputs:
         d = out if isinstance(out, dict) else json.loads(Path(out).read_text())
         seconds = max(seconds, d.get("seconds", 0.0))
         for row in d["ranks"]:
             ranks.append(RankProc(row["rank"], 0, d.get("job_pid") or 0, host=row.get("host", "?")))
         for r, samples in d["samples"].items():
-            tracker.samples[int(r)] = deque((bool(w), at) for w, at in samples)
-    tracker.started = True
+            tracker.samples[int(r)] = deque((t, bool(w), at) for t, w, at in samples)
+    tracker.started = min((s[0][0] for s in tracker.samples.values() if s), default=None)
     return Profiled(None, sorted(ranks, key=lambda rp: rp.rank), tracker, seconds)
 
