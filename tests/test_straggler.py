@@ -58,7 +58,8 @@ def run(*args, nproc=2):
 
 
 def test_a_slow_data_path_is_named_live_with_its_line(runs_dir):
-    v = run("--cause", "data", "--slow-rank", "1", "--steps", "60")
+    # 120 steps: the job must run past its start-up for longer than the watch's 10 s window, also when loaded
+    v = run("--cause", "data", "--slow-rank", "1", "--steps", "120")
     s = v["straggler"]
     assert v["status"] == "ok" and s["rank"] == 1, v
     assert "in __getitem__" in s["where"] and s["shares"]["1"] < s["shares"]["0"] - 0.3, s
