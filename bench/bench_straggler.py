@@ -25,7 +25,7 @@ def rows(reps: int) -> list[dict]:
     out = []
     for cause, slow in (("data", 1), ("extra", 0), ("workers", 1), ("cpu", 1)):
         for nproc in (2, 3):
-            res = job(["--cause", cause, "--slow-rank", str(slow), "--steps", "60"], nproc)
+            res = job(["--cause", cause, "--slow-rank", str(slow), "--steps", "150"], nproc)
             s = res.straggler
             out.append({"what": f"{cause}: rank {slow} slow, {nproc} ranks",
                         "named": "nobody" if not s else f"rank {s['rank']}",
