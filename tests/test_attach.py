@@ -32,15 +32,20 @@ def hung_job(tmp_path):
     try:
         yield job
     finally:
-        tree = psutil.Process(job.pid).children(recursive=True)  # torchrun's ranks live in sessions of their own
-        os.killpg(job.pid, signal.SIGKILL)
-        for p in tree:
-            try:
-                p.kill()
-            except psutil.NoSuchProcess:
-                pass
-        job.wait()
+        stop_job(job)
         log.close()
+
+
+def stop_job(job: subprocess.Popen) -> None:
+    """Kill a torchrun job started for a test, and its ranks (they live in sessions of their own)."""
+    tree = psutil.Process(job.pid).children(recursive=True)
+    os.killpg(job.pid, signal.SIGKILL)
+    for p in tree:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    job.wait()
 
 
 def test_attach_names_the_rank_of_a_hung_job_and_leaves_it_running(hung_job, tmp_path):
@@ -130,12 +135,5 @@ def test_profile_names_the_rank_a_slow_job_waits_for_and_leaves_it_running(tmp_p
         out = cli("--merge", *files)
         assert out.returncode == 1 and "straggler: rank 1 spends" in out.stdout, out.stdout
     finally:
-        tree = psutil.Process(job.pid).children(recursive=True)
-        os.killpg(job.pid, signal.SIGKILL)
-        for p in tree:
-            try:
-                p.kill()
-            except psutil.NoSuchProcess:
-                pass
-        job.wait()
+        stop_job(job)
         log.close()
