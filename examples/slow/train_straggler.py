@@ -62,7 +62,7 @@ def main():
     p.add_argument("--cause", choices=["data", "extra", "workers", "cpu", "none"], default="data")
     p.add_argument("--slow-rank", type=int, default=1)
     p.add_argument("--steps", type=int, default=60)
-    p.add_argument("--item-work", type=int, default=100, help="preprocessing per item on a normal rank (burn units)")
+    p.add_argument("--item-work", type=int, default=300, help="preprocessing per item on a normal rank (burn units)")
     args = p.parse_args()
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
