@@ -13,8 +13,9 @@ collective (and every rank has ``min_samples`` in it), the rank whose waiting sh
 every peer's, while those peers wait at least ``peers_wait`` of their time, for ``hold_s`` seconds, is the
 straggler, named with its most frequent position outside the collectives (its hot line).  The numbers are chosen on the development runs of
 ``tests/test_straggler.py`` and ``bench/bench_straggler.py`` (a slow data path, a rank-0 extra step, a DataLoader
-without workers, balanced jobs): a straggler there waited 0-5 % of its samples where its peers waited 50-95 %,
-also with two busy loops beside; balanced jobs of 2 and 3 ranks named nobody.
+without workers, balanced jobs; 2 and 3 ranks): a straggler there waited 0-11 % of its samples where its peers waited
+68-100 % (50-78 % with two busy loops beside), named 12-13 s past the first collective; 10 balanced runs named
+nobody.
 """
 from __future__ import annotations
 
