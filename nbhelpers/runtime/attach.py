@@ -265,10 +265,12 @@ class Profiled:
         return self.tracker.standing_out(time.time(), full=False)
 
     def rows(self) -> list[dict]:
-        shares = self.tracker.shares()
-        return [{"rank": rp.rank, "host": rp.host, "samples": len(self.tracker.samples.get(rp.rank, ())),
-                 "waiting": round(shares.get(rp.rank, 0.0), 2), "hot": self.tracker.hot(rp.rank)[0],
-                 "hot_share": round(self.tracker.hot(rp.rank)[1], 2)} for rp in self.ranks]
+        shares, rows = self.tracker.shares(), []
+        for rp in self.ranks:
+            where, share = self.tracker.hot(rp.rank)
+            rows.append({"rank": rp.rank, "host": rp.host, "samples": len(self.tracker.samples.get(rp.rank, ())),
+                         "waiting": round(shares.get(rp.rank, 0.0), 2), "hot": where, "hot_share": round(share, 2)})
+        return rows
 
     def to_dict(self) -> dict:
         s = self.straggler

@@ -522,8 +522,7 @@ class Run:
                 if self.elapsed > self.timeout + (self.ready_s() or 0.0):
                     cleanup = self.stop("timeout")
                     break
-                if self.hangwatch is not None and (self.early_verdict is None or self.hangwatch.report is not None) \
-                        and self.hangwatch.poll() is not None:
+                if self.hangwatch is not None and self.early_verdict is None and self.hangwatch.poll() is not None:
                     view.update(force=True)
                     if self.stop_on_hang:
                         cleanup = self.stop("hang")
