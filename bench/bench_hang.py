@@ -5,6 +5,10 @@ shard nobody wrote, rank 0 waits in DDP's gradient all_reduce; the script emits 
 process-group timeout is 30 s.  Baseline: bare torchrun on the same script (it fails at the timeout and
 names a victim).  Then the verdict over 1024 ranks' stacks (real py-spy dumps, one rank made odd), and what
 attaching costs a healthy job (steps per second with and without ``attach`` every 0.5 s).
+
+Then what must never be called a hang, under ``--stop-on-hang``: rank 0 alone for 5 s and 30 s while its peer
+waits at a barrier (evaluating on the CPU; writing a checkpoint to disk; writing it to a file system that takes
+8 MiB/s, asleep in write()), and every healthy job of the development sets (``expected.json`` says ``ok``).
 """
 from __future__ import annotations
 
@@ -101,6 +105,46 @@ def steps_per_s(attach_every: float | None, epochs: int = 6) -> float:
     return steps / wall
 
 
+def pause(kind: str, seconds: float) -> dict:
+    """``examples/slow/train_eval_pause.py``: 2 pauses of rank 0 alone, supervised with --stop-on-hang."""
+    script = _copy("train_eval_pause")
+    out = subprocess.run([sys.executable, "-m", "nbhelpers", "run", "--nproc", "2", "--timeout", "300", "--json",
+                          "--stop-on-hang", str(script), "--steps", "8", "--every", "4", "--eval-s", str(seconds),
+                          "--pause", kind], capture_output=True, text=True, timeout=400, cwd=script.parent)
+    shutil.rmtree(script.parent, ignore_errors=True)
+    v = json.loads(out.stdout)
+    return {"how": f"rank 0 alone 2 x {seconds:g} s ({kind}), --stop-on-hang",
+            "culprit": f"{v['run_status']}" + (f", hang named: rank {v['hang']['culprit']}" if v.get("hang") else
+                                               ", no hang"),
+            "named at s": "", "after divergence s": "", "wall s": round(v["wall_s"], 1), "vs bare torchrun": ""}
+
+
+def healthy_dev_scripts() -> dict:
+    """Every healthy job of the development sets under --stop-on-hang: how many were called hung or stopped."""
+    sets = sorted(REPO.glob("tests/userscripts_heldout*/expected.json")) + [REPO / "examples/faulty/expected.json"]
+    jobs = [(f.parent, n) for f in sets for n, w in json.loads(f.read_text()).items()
+            if not n.startswith("_") and w["status"] == "ok"]
+    hung, slow, wall = [], [], 0.0
+    from nbhelpers.scenarios.supervise import example
+
+    for folder, name in jobs:
+        script = example(name, Path(tempfile.mkdtemp(prefix="nbh-bench-")), folder)
+        out = subprocess.run([sys.executable, "-m", "nbhelpers", "run", "--nproc", "2", "--timeout", "240", "--json",
+                              "--stop-on-hang", str(script)], capture_output=True, text=True, timeout=300,
+                             cwd=script.parent)
+        shutil.rmtree(script.parent, ignore_errors=True)
+        v = json.loads(out.stdout)
+        wall += v["wall_s"]
+        if v["run_status"] != "ok" or v.get("hang"):
+            hung.append(name)
+        if v.get("straggler"):
+            slow.append(name)
+    return {"how": f"healthy development scripts ({len(jobs)}), --stop-on-hang",
+            "culprit": f"{len(hung)} called hung{': ' + ', '.join(hung) if hung else ''}; "
+                       f"{len(slow)} named a straggler{': ' + ', '.join(slow) if slow else ''}",
+            "named at s": "", "after divergence s": "", "wall s": round(wall, 1), "vs bare torchrun": ""}
+
+
 def rows(reps: int) -> list[dict]:
     out = []
     print("  bare torchrun ...", file=sys.stderr, flush=True)
@@ -122,4 +166,10 @@ def rows(reps: int) -> list[dict]:
         read = statistics.median(steps_per_s(every) for _ in range(n))
         out.append({"how": f"healthy DDP job: steps/s with attach every {every} s", "culprit": "", "named at s": "",
                     "after divergence s": "", "wall s": round(read, 1), "vs bare torchrun": f"{read / plain:.2f}x"})
+    for seconds in (5, 30):
+        for kind in ("eval", "save", "slowfs"):
+            print(f"  rank 0 alone {seconds} s ({kind}) ...", file=sys.stderr, flush=True)
+            out.append(pause(kind, seconds))
+    print("  healthy development scripts ...", file=sys.stderr, flush=True)
+    out.append(healthy_dev_scripts())
     return out

@@ -2,14 +2,17 @@
 
 Realistic DDP jobs (`examples/slow/train_straggler.py`) supervised as any script is:
 - each cause (one rank's slow data path; rank 0's extra metrics every step; one rank's DataLoader without workers;
-  a busy process on one rank's core) on 2 and 3 ranks: the rank named, and
+  a busy process on one rank's core) on 2, 3 and 4 ranks: the rank named, and
   seconds from the first collective seen (the job past its start-up, when the slowdown begins) to the name;
+  (the busy neighbour needs a core per rank: with more ranks than cores, pinned ranks share cores among
+  themselves and every rank is as slow as the one beside the neighbour, so that row says so instead);
 - balanced jobs, ``reps`` runs each on 2 and 3 ranks: how many named a straggler (should be none);
 - the cost of reading the stacks twice a second: the balanced job's own steps/s with the watch on vs off
   (``hang_after=None``), interleaved, medians; baseline the watch off, same run.
 """
 from __future__ import annotations
 
+import os
 import statistics
 
 from nbhelpers.scenarios.supervise import example, printed_rate, supervise
@@ -24,7 +27,13 @@ def job(args, nproc=2, **kw):
 def rows(reps: int) -> list[dict]:
     out = []
     for cause, slow in (("data", 1), ("extra", 0), ("workers", 1), ("cpu", 1)):
-        for nproc in (2, 3):
+        for nproc in (2, 3, 4):
+            if cause == "cpu" and nproc > len(os.sched_getaffinity(0)):
+                out.append({"what": f"{cause}: rank {slow} slow, {nproc} ranks", "named": "not run",
+                            "s after first collective": "",
+                            "shares": f"{nproc} ranks on {len(os.sched_getaffinity(0))} cores share cores already",
+                            "vs baseline": ""})
+                continue
             res = job(["--cause", cause, "--slow-rank", str(slow), "--steps", "150"], nproc)
             s = res.straggler
             out.append({"what": f"{cause}: rank {slow} slow, {nproc} ranks",

@@ -3,6 +3,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 
 def test_a_hang_is_named_live_with_its_line_long_before_the_timeout(tmp_path, runs_dir):
     from nbhelpers.scenarios.supervise import example
@@ -24,15 +26,41 @@ def test_a_hang_is_named_live_with_its_line_long_before_the_timeout(tmp_path, ru
     assert v["culprit_rank"] == 1 and v["category"] == "collective_timeout", v
 
 
-def test_rank_0_evaluating_while_the_others_wait_is_a_pause_not_a_hang(runs_dir):
-    """Every 4 steps rank 0 works 5 s on the CPU while rank 1 waits at a barrier: the job ends ok under
-    --stop-on-hang, and its JSON carries no hang (the waiting rank sleeps, but the rank elsewhere is at work)."""
+@pytest.mark.parametrize("pause", ["eval", "save", "slowfs"])
+def test_rank_0_working_alone_while_the_others_wait_is_a_pause_not_a_hang(pause, runs_dir):
+    """Every 4 steps rank 0 works 5 s alone (scores a held-out set on the CPU; writes a checkpoint to disk; writes
+    it to a file system that takes 8 MiB/s, asleep in write() nearly all the time) while rank 1 waits at a
+    barrier: the job ends ok under --stop-on-hang, and its JSON carries no hang (the waiting rank sleeps, but the
+    rank elsewhere is at work: on a CPU, or moving bytes)."""
     from pathlib import Path
 
     script = Path(__file__).parents[1] / "examples" / "slow" / "train_eval_pause.py"
     out = subprocess.run([sys.executable, "-m", "nbhelpers", "run", "--nproc", "2", "--timeout", "120", "--json",
-                          "--stop-on-hang", str(script), "--steps", "8", "--every", "4", "--eval-s", "5"],
-                         capture_output=True, text=True, timeout=150)
+                          "--stop-on-hang", str(script), "--steps", "8", "--every", "4", "--eval-s", "5",
+                          "--pause", pause], capture_output=True, text=True, timeout=150)
     v = json.loads(out.stdout)
     assert out.returncode == 0 and v["status"] == "ok" and v["run_status"] == "ok", v
     assert v.get("hang") is None, v["hang"]
+
+
+def test_a_process_moving_bytes_is_told_from_one_that_sleeps(tmp_path):
+    """io_moving reads Linux's rchar + wchar: a writer at a few MiB/s moves, a sleeper does not, and a rank's
+    first reading never counts (nothing to compare with)."""
+    import time
+
+    from nbhelpers.runtime.hangwatch import io_moving
+
+    writer = subprocess.Popen([sys.executable, "-c", "import time\nf = open(%r, 'wb', buffering=0)\nwhile True:\n"
+                               "    f.seek(0); f.write(bytes(1 << 18)); time.sleep(0.01)" % str(tmp_path / "x")])
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        last, pids = {}, {0: writer.pid, 1: sleeper.pid}
+        time.sleep(1.0)
+        assert io_moving(pids, last, time.time()) == {0: False, 1: False}
+        time.sleep(0.5)
+        assert io_moving(pids, last, time.time()) == {0: True, 1: False}
+    finally:
+        writer.kill()
+        sleeper.kill()
+        writer.wait()
+        sleeper.wait()

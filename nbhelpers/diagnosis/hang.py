@@ -10,7 +10,9 @@ Time alone cannot tell a stuck rank from a working one: on a slow or busy machin
 DDP constructor, and a rank 0 that evaluates or writes a checkpoint keeps its peers at a barrier for as
 long.  So each sample also says whether the rank was *working*: py-spy's thread state (``active``: on a
 CPU or waiting for one, whatever the machine's speed; ``idle``: asleep in the kernel, as a gloo wait is),
-or a child process of it running (its DataLoader workers).  A rank counts as waiting only while it sleeps
+or a child process of it running (its DataLoader workers), or bytes moving through its reads and writes (a
+checkpoint written to a slow network mount sleeps in ``write()``; Linux counts those bytes, though not a socket's
+``send``/``recv``, so an upload through a socket longer than ``hang_after`` still looks stuck).  A rank counts as waiting only while it sleeps
 there (or after :attr:`HangTracker.spin_after` times ``hang_after``: CUDA synchronisation may spin while it
 waits), and a rank elsewhere that worked in most recent samples is a pause or a straggler, not a hang.
 

@@ -4,7 +4,8 @@ Every ``every`` seconds the running ranks' stacks are read with ``py-spy dump --
 are not paused; a dump costs about 15 ms of one core) and fed to
 :class:`~nbhelpers.diagnosis.hang.HangTracker`.  Once a rank has stayed in one collective call for
 ``hang_after`` seconds, asleep there, while another rank is elsewhere and not at work (py-spy's thread
-state, and whether a child of the rank runs: :mod:`nbhelpers.diagnosis.hang`), the culprit rules read
+state, whether a child of the rank runs, whether the rank moves bytes through its reads and writes:
+:mod:`nbhelpers.diagnosis.hang`), the culprit rules read
 those same stacks (and the user's source, for the ``if rank == 0:`` branch or the lock around the call)
 and name the rank and its line, long before the process-group timeout would end the job.
 """
@@ -21,7 +22,12 @@ from nbhelpers.diagnosis.hang import Hang, HangTracker
 from nbhelpers.diagnosis.straggler import StragglerTracker
 from nbhelpers.runtime.stacks import dump_many
 
-__all__ = ["HangReport", "HangWatch", "hang_verdict"]
+__all__ = ["HangReport", "HangWatch", "IO_BYTES_PER_S", "children_running", "hang_verdict", "io_moving"]
+
+# A rank that reads or writes at least this many bytes a second (files, sockets, pipes: Linux's rchar + wchar)
+# is at work even while py-spy finds its thread asleep: rank 0 uploading a checkpoint at the network's pace
+# sleeps in send() for most samples.  A stuck rank moves nothing; NCCL's store checks move ~100 B/s.
+IO_BYTES_PER_S = 256 * 1024
 
 
 @dataclass
@@ -61,6 +67,7 @@ class HangWatch:
         self.last = 0.0
         self.report: HangReport | None = None
         self.samples = 0
+        self.io: dict[int, tuple[float, int]] = {}   # rank -> (when, bytes read + written so far)
 
     def poll(self) -> HangReport | None:
         """Take a round of samples when one is due; the report the first time a hang shows (else None)."""
@@ -77,7 +84,8 @@ class HangWatch:
         self.stragglers.add(now, stacks)
         if self.report is not None:
             return None
-        self.tracker.add(now, stacks, children_running(pids))
+        moving = io_moving(pids, self.io, now)
+        self.tracker.add(now, stacks, {r: a or moving.get(r, False) for r, a in children_running(pids).items()})
         hang = self.tracker.hang(now)
         if hang is None:
             return None
@@ -94,6 +102,23 @@ def children_running(pids: dict[int, int]) -> dict[int, bool]:
             out[r] = any(c.status() == psutil.STATUS_RUNNING for c in psutil.Process(pid).children(recursive=True))
         except psutil.Error:
             out[r] = False
+    return out
+
+
+def io_moving(pids: dict[int, int], last: dict[int, tuple[float, int]], now: float) -> dict[int, bool]:
+    """Rank -> whether it read or wrote at least :data:`IO_BYTES_PER_S` since its previous reading (kept in
+    ``last``, updated here); False at a rank's first reading."""
+    out = {}
+    for r, pid in pids.items():
+        try:
+            io = psutil.Process(pid).io_counters()
+            n = io.read_chars + io.write_chars
+        except (psutil.Error, AttributeError):  # gone, not ours, or a platform without chars
+            out[r] = False
+            continue
+        t0, n0 = last.get(r, (now, n))
+        out[r] = now > t0 and (n - n0) >= IO_BYTES_PER_S * (now - t0)
+        last[r] = (now, n)
     return out
 
 

@@ -1,0 +1,33 @@
+"""Every healthy job of the development scripts, supervised with ``--stop-on-hang`` as the README recommends:
+none may be stopped or carry a hang, and none may name a straggler (their ranks do the same work).
+
+The scripts are those whose ``expected.json`` says ``ok``: hand-written DDP loops, Trainer-like and
+Lightning-like loops with evaluation, EMA, checkpoints and callbacks, each run for real on 2 ranks.
+"""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SETS = sorted(REPO.glob("tests/userscripts_heldout*/expected.json")) + [REPO / "examples" / "faulty" / "expected.json"]
+HEALTHY = [(f.parent, name) for f in SETS for name, want in json.loads(f.read_text()).items()
+           if not name.startswith("_") and want["status"] == "ok"]
+
+
+def test_the_development_sets_hold_healthy_jobs():
+    assert len(HEALTHY) >= 25, HEALTHY
+
+
+@pytest.mark.parametrize("folder,name", HEALTHY, ids=[f"{f.name}/{n}" for f, n in HEALTHY])
+def test_a_healthy_job_is_never_called_hung_nor_stopped(folder, name, tmp_path, runs_dir):
+    from nbhelpers.scenarios.supervise import example
+
+    script = example(name, tmp_path, folder)
+    out = subprocess.run([sys.executable, "-m", "nbhelpers", "run", "--nproc", "2", "--timeout", "240", "--json",
+                          "--stop-on-hang", str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    v = json.loads(out.stdout)
+    assert v["run_status"] == "ok" and v.get("hang") is None, (v["run_status"], v.get("hang"), v.get("summary"))
+    assert v.get("straggler") is None, v["straggler"]
