@@ -1,4 +1,5 @@
 """The launcher with real torchrun worlds: verdicts, timeouts, interrupts, and nothing left behind."""
+import json
 import os
 import signal
 import socket
@@ -114,7 +115,7 @@ KERNEL = textwrap.dedent("""
     import sys, time
     from nbhelpers import Run
     run = Run("probe", ["--timeout", "120", "--fault", "stall", "--stall", "300"], nproc=2, timeout=300).start()
-    while len(list(run.log_dir.glob("rank*.json"))) < 2:  # both shims have started their rank
+    while len(list(run.log_dir.glob("rank*.json"))) < 2:  # both ranks have started
         time.sleep(0.1)
     print("started", flush=True)
     sys.stdin.readline()   # the test counts the world's processes, then: a newline (a clean exit, atexit) or SIGKILL
@@ -127,9 +128,9 @@ def test_ranks_do_not_outlive_their_kernel(runs_dir, how):
                               stdout=subprocess.PIPE, text=True, env=dict(os.environ))
     assert kernel.stdout.readline().strip() == "started"
     deadline = time.time() + 15  # a rank just exec'ing may not show its environment for a moment
-    while len(workbook_processes(str(runs_dir))) < 5 and time.time() < deadline:
+    while len(workbook_processes(str(runs_dir))) < 3 and time.time() < deadline:
         time.sleep(0.2)
-    assert len(workbook_processes(str(runs_dir))) >= 5  # torchrun, 2 shims, 2 ranks
+    assert len(workbook_processes(str(runs_dir))) >= 3  # torchrun and its 2 ranks (the shim runs inside each)
     if how == "sigkill":
         kernel.kill()
     else:
@@ -191,3 +192,54 @@ def test_a_picked_port_taken_before_launch_is_picked_again(monkeypatch, tmp_path
     with pytest.raises(PortInUseError):
         launcher.Run("probe", nproc=1, port=taken, log_dir=tmp_path / "b").start()
     squatter.close()
+
+
+FACTS = r"""
+import json, os, signal, sys
+import psutil
+parent = psutil.Process(os.getppid())
+print(json.dumps({"rank": int(os.environ["RANK"]), "parent_is_torchrun": "torch.distributed.run" in parent.cmdline(),
+                  "session_leader": os.getsid(0) == os.getpid(), "argv": sys.argv[1:], "name": __name__,
+                  "path0": sys.path[0], "cwd": os.getcwd(), "env": sorted(os.environ),
+                  "stdin": os.path.realpath("/proc/self/fd/0"), "write_through": sys.stdout.write_through,
+                  "signals": {s: str(signal.getsignal(getattr(signal, s))) for s in ("SIGINT", "SIGTERM", "SIGHUP")},
+                  "workbook": sorted(m for m in sys.modules if m.startswith("nbhelpers"))}), flush=True)
+"""
+
+
+def test_a_supervised_rank_is_what_plain_torchrun_starts(tmp_path, runs_dir):
+    """The same script under plain torchrun and under the workbook: each rank's parent is torchrun's agent, it
+    leads its own session, and it sees the same argv, path, environment (one name more: NBH_RUN_DIR, which
+    finds a run's strays), stdin, signal handlers and modules."""
+    script = tmp_path / "facts.py"
+    script.write_text(FACTS)
+    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--rdzv-backend",
+                          "c10d", "--rdzv-endpoint", "127.0.0.1:0", str(script), "--lr", "0.1"], capture_output=True,
+                         text=True, stdin=subprocess.DEVNULL, timeout=120, cwd=tmp_path)
+    plain = {f["rank"]: f for f in map(json.loads, (ln for ln in out.stdout.splitlines() if ln.startswith("{")))}
+    res = Run(str(script), ["--lr", "0.1"], nproc=2, timeout=60).wait(live=False)
+    assert res.status == "ok", res.logs
+    run = {r: json.loads(next(ln for ln in log.splitlines() if ln.startswith("{"))) for r, log in res.logs.items()}
+    assert sorted(plain) == sorted(run) == [0, 1], out.stdout + out.stderr
+    for r in (0, 1):
+        assert run[r]["parent_is_torchrun"] and run[r]["session_leader"] and run[r]["workbook"] == []
+        assert set(run[r].pop("env")) - set(plain[r].pop("env")) == {"NBH_RUN_DIR"}
+        run[r].pop("cwd"), plain[r].pop("cwd")  # the launcher's and this test's
+        assert run[r] == plain[r]
+
+
+def test_a_job_keyed_on_its_launchers_pid_runs_as_under_plain_torchrun(tmp_path, runs_dir):
+    """Ranks that share a folder named after os.getppid(): under plain torchrun they agree on it and the job
+    ends ok; so it must under the workbook (a process of the workbook's between torchrun and each rank split the
+    folder, and rank 1 failed with FileNotFoundError)."""
+    from pathlib import Path
+
+    script = Path(__file__).parent / "data" / "scripts" / "scratch_by_launcher.py"
+    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--rdzv-backend",
+                          "c10d", "--rdzv-endpoint", "127.0.0.1:0", str(script)], capture_output=True, text=True,
+                         stdin=subprocess.DEVNULL, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    res = Run(str(script), nproc=2, timeout=60).wait(live=False)
+    assert res.status == "ok", res.logs
+    folders = {log.split(" from ")[-1].strip() for log in res.logs.values()}
+    assert len(folders) == 1, res.logs

@@ -17,7 +17,7 @@ from nbhelpers.runtime.multinode import Plan
 def without_workbook_parts(argv: list[str]) -> list[str]:
     """A Run's argv less what only the workbook adds: the rank shim and torchrun's monitor interval."""
     out = list(argv)
-    at = out.index(SHIM) - 1
+    at = out.index(SHIM)   # run as a script: python -u rankshim.py --log-dir DIR -- <the rank's program>
     del out[at:out.index("--", at) + 1]
     at = out.index("--monitor-interval")
     del out[at:at + 2]

@@ -13,8 +13,8 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-__all__ = ["Frame", "Where", "last_traceback", "exceptions", "stack_frames", "main_thread_active", "user_frame",
-           "collective_of", "where_from"]
+__all__ = ["Frame", "Where", "last_traceback", "exceptions", "stack_frames", "faulthandler_as_spy",
+           "main_thread_active", "user_frame", "collective_of", "where_from"]
 
 RANK_PREFIX = re.compile(r"^(?:\[(?:rank|default)?\d+\]:\s?)+")     # torchrun --tee / [rank1]: prefixes
 RANK_NUMBER = re.compile(r"^\[(?:rank|default)?(\d+)\]:")
@@ -196,6 +196,31 @@ def stack_frames(dump: str) -> Where | None:
         if m and in_main:
             frames.append(Frame(m.group(2), int(m.group(3)), m.group(1).rsplit(".", 1)[-1]))
     return Where("stack", frames[::-1]) if frames else None
+
+
+FH_THREAD = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-fA-F]+) \(most recent call first\):")
+FH_FRAME = re.compile(r'^\s+File "(.+)", line (\d+) in (.+?)\s*$')
+
+
+def faulthandler_as_spy(text: str) -> str:
+    """Python's faulthandler dump (every thread, innermost frame first) written as ``py-spy dump`` writes one, so
+    one reader serves both.  faulthandler names no thread and gives no state: the main thread is the one whose
+    outermost frame is a module's top level (``<module>``), the state is ``unknown``."""
+    threads: list[tuple[str, list[tuple[str, str, str]]]] = []
+    for ln in text.splitlines():
+        t = FH_THREAD.match(ln)
+        if t:
+            threads.append((t.group(1), []))
+            continue
+        f = FH_FRAME.match(ln)
+        if f and threads:
+            threads[-1][1].append(f.groups())
+    out = []
+    for i, (tid, frames) in enumerate(threads):
+        name = "MainThread" if frames and frames[-1][2] == "<module>" else f"Thread-{i}"
+        out.append(f'Thread {tid} (unknown): "{name}"')
+        out.extend(f"    {func} ({file}:{line})" for file, line, func in frames)
+    return "\n".join(out) + ("\n" if out else "")
 
 
 def main_thread_active(dump: str) -> bool | None:

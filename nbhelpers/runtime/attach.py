@@ -39,7 +39,6 @@ __all__ = ["Attached", "Profiled", "RankProc", "attach", "attach_commands", "fin
 
 LAUNCHER = re.compile(r"(?:^|[/\s])(?:torchrun|torch\.distributed\.(?:run|launch)|accelerate(?:\s+launch)?|"
                       r"accelerate\.commands\.launch|deepspeed|deepspeed\.launcher\.\w+|srun|mpirun|mpiexec)(?:\s|$)")
-SHIM = "nbhelpers.runtime.rankshim"
 
 
 @dataclass
@@ -92,7 +91,7 @@ def find_jobs() -> dict[int, list[RankProc]]:
         except (psutil.Error, OSError):
             continue
         rank = _int(env.get("RANK", env.get("LOCAL_RANK")))
-        if rank is None or SHIM in " ".join(p.info["cmdline"] or []):
+        if rank is None:
             continue
         carriers[p.pid] = (p, rank, env)
     jobs: dict[int, dict[int, RankProc]] = {}

@@ -76,7 +76,7 @@ class HangWatch:
             return None
         self.last = now
         records = self.run.records()
-        pids = {r: rec["pid"] for r, rec in records.items() if rec.get("pid") and "returncode" not in rec}
+        pids = {r: rec["pid"] for r, rec in records.items() if rec.get("pid") and "end" not in rec}
         if len(pids) < 2:
             return None
         stacks = dump_many(pids, nonblocking=True)

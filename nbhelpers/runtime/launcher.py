@@ -4,8 +4,9 @@
     result = run.wait()          # live per-rank table in a notebook, progress lines elsewhere
     result.verdict               # culprit rank, victims, evidence
 
-Each rank runs under :mod:`nbhelpers.runtime.rankshim`: its own log file (stdout+stderr, stdin closed), an
-exit record, and a py-spy stack dump when it is stopped.  torchrun runs in a session of its own and
+Each rank runs under :mod:`nbhelpers.runtime.rankshim`, inside the rank's own process (the pid, parent, session,
+environment and signals plain torchrun gives it): its own log file (stdout+stderr), an exit record, and a stack
+dump when it is stopped (py-spy's, read by the launcher before any stop; faulthandler's on torchrun's SIGTERM).  torchrun runs in a session of its own and
 gets SIGTERM if the kernel dies.  A run that times out, is interrupted, or outlives its kernel ends
 with every process of its tree gone (TERM, grace, KILL).
 """
@@ -35,11 +36,11 @@ from nbhelpers.diagnosis.classify import top2_text
 from nbhelpers.diagnosis.culprit import KILLED_BEFORE_ESCALATION_S, RankView, exit_records, find_culprit
 from nbhelpers.diagnosis.redact import redact_text
 from nbhelpers.diagnosis.remedies import advice
-from nbhelpers.diagnosis.tracebacks import where_from
+from nbhelpers.diagnosis.tracebacks import faulthandler_as_spy, where_from
 from nbhelpers.errors import LaunchError, PortInUseError
 from nbhelpers.runtime import machine, procs
 from nbhelpers.runtime.events import parse_line
-from nbhelpers.runtime.launchspec import REPO_ROOT, LaunchSpec, child_env
+from nbhelpers.runtime.launchspec import REPO_ROOT, SHIM, LaunchSpec, child_env
 from nbhelpers.runtime.ports import check_port, free_port
 from nbhelpers.runtime.progress import LiveView
 
@@ -373,6 +374,7 @@ class Run:
         self.stop_time: float | None = None
         self.tails = {r: LogTail(self.log_dir / f"rank{r}.log") for r in range(nproc * nnodes)}
         self._seen: dict[int, psutil.Process] = {}
+        self._gone: dict[int, tuple[float, int | None]] = {}   # rank -> (when first seen gone, exit status if read)
         self.result: RunResult | None = None
         self.early_verdict: Verdict | None = None
         self.early_verdict_s: float | None = None
@@ -414,7 +416,10 @@ class Run:
                     raise
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._claim.enter_context(machine.shared())  # waits while a measurement has the machine (machine.py)
-        env = child_env({**self.env, "NBH_RUN_DIR": str(self.log_dir)})  # NBH_RUN_DIR: procs.find_runs() finds strays
+        if self.spec.workbook_program:
+            env = child_env({**self.env, "NBH_RUN_DIR": str(self.log_dir)})  # NBH_RUN_DIR: procs.find_runs() finds strays
+        else:  # the user's program gets the environment plain torchrun would give it, and that one name more
+            env = {**os.environ, **self.env, "NBH_RUN_DIR": str(self.log_dir)}
         (self.log_dir / "command.txt").write_text(redact_text(shlex.join(self.command), env) + "\n")
         self.started = time.time()
         try:
@@ -466,7 +471,45 @@ class Run:
                 out[r] = json.loads(path.read_text())
             except (FileNotFoundError, ValueError):  # not written yet, or being replaced
                 pass
-        return out
+        return self._complete(out)
+
+    def _complete(self, records: dict[int, dict]) -> dict[int, dict]:
+        """Each ended rank's ``end``, ``returncode`` and ``signal``.  :mod:`~nbhelpers.runtime.rankshim` runs inside
+        the rank, so it can say only what Python meant to exit with (``python_exit``); the process may still abort
+        after that, or die of a signal with nothing written.  The return code is the kernel's (read while the
+        rank waits to be reaped), else torchrun's failure report's once torchrun has ended, else Python's, else
+        SIGTERM where faulthandler's SIGTERM dump shows the rank was stopped.  That dump becomes the rank's
+        ``rank<N>.stack.txt`` unless the launcher read one before the stop."""
+        report = None
+        for r, rec in records.items():
+            if "end" in rec or not rec.get("pid"):
+                continue  # a record written whole (an older run's), or a rank not started yet
+            status = procs.exit_status(rec["pid"])
+            if status is procs.RUNNING:
+                continue
+            seen, kernel = self._gone.setdefault(r, (time.time(), status))
+            rec["end"] = min(rec.get("python_end", seen), seen)
+            term = self.log_dir / f"rank{r}.term.txt"
+            if term.exists() and term.stat().st_size:
+                rec.update(stop_signal="SIGTERM", stop_time=term.stat().st_mtime)
+                stack = self.log_dir / f"rank{r}.stack.txt"
+                if not stack.exists():
+                    stack.write_text(faulthandler_as_spy(term.read_text(errors="replace")))
+                rec["stack_file"] = stack.name
+            code = kernel
+            if code is None and self.proc is not None and self.proc.poll() is not None:
+                if report is None:
+                    log = self.log_dir / "torchrun.log"
+                    report = exit_records(log.read_text(errors="replace")) if log.exists() else {}
+                code = report.get(r, {}).get("returncode")
+            if code is None:
+                code = rec.get("python_exit", -signal.SIGTERM if rec.get("stop_signal") else None)
+            rec["returncode"] = code
+            try:
+                rec["signal"] = signal.Signals(-code).name if code is not None and code < 0 else None
+            except ValueError:
+                rec["signal"] = None
+        return records
 
     def local_ranks(self) -> list[int]:
         """The global ranks this node runs: all of them on one node, those that left a log on several."""
@@ -503,7 +546,7 @@ class Run:
         these instead of reading their rank again when the TERM reaches them."""
         from nbhelpers.runtime.stacks import dump_many
 
-        pids = {r: rec["pid"] for r, rec in self.records().items() if rec.get("pid") and "returncode" not in rec}
+        pids = {r: rec["pid"] for r, rec in self.records().items() if rec.get("pid") and "end" not in rec}
         for r, text in dump_many(pids, nonblocking=False).items():
             tmp = self.log_dir / f"rank{r}.stack.txt.tmp"
             tmp.write_text(text)
@@ -597,8 +640,9 @@ class Run:
 
 
 def _is_shim(p: psutil.Process) -> bool:
+    """A rank the workbook started (it runs under the rank shim, in the same process)."""
     try:
-        return "nbhelpers.runtime.rankshim" in p.cmdline()
+        return SHIM in p.cmdline()
     except psutil.Error:
         return False
 

@@ -16,7 +16,7 @@ from typing import Sequence
 __all__ = ["LaunchSpec", "python_args", "child_env", "REPO_ROOT", "SHIM"]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]   # the folder that holds the nbhelpers package
-SHIM = "nbhelpers.runtime.rankshim"
+SHIM = str(Path(__file__).resolve().parent / "rankshim.py")   # run as a script: it imports nothing of the workbook
 
 
 def python_args(target: str, args: Sequence[str]) -> list[str]:
@@ -55,10 +55,16 @@ class LaunchSpec:
     local_addr: str | None = None          # the address this node announces
     monitor_interval: float | None = None  # how often torchrun checks its ranks (its default: 0.1 s in 2.13)
 
+    @property
+    def workbook_program(self) -> bool:
+        """Whether the ranks run one of the workbook's own programs (``nbhelpers.*``), not the user's."""
+        first = python_args(self.target, ())
+        return first[0] == "-m" and first[1].startswith("nbhelpers.")
+
     def torchrun_args(self, shim_log_dir: str | os.PathLike | None = None) -> list[str]:
         """torchrun's arguments; with ``shim_log_dir`` each rank runs under the workbook's rank shim."""
         conf = ",".join(f"{k}={v}" for k, v in self.rdzv_conf.items())
-        shim = ["-m", SHIM, "--log-dir", str(shim_log_dir), "--"] if shim_log_dir is not None else []
+        shim = [SHIM, "--log-dir", str(shim_log_dir), "--"] if shim_log_dir is not None else []
         return ["--nnodes", str(self.nnodes), *(["--node-rank", str(self.node_rank)] if self.node_rank is not None else []),
                 "--nproc-per-node", str(self.nproc_per_node), "--rdzv-backend", "c10d",
                 "--rdzv-endpoint", self.endpoint, "--rdzv-id", self.rdzv_id, *(["--rdzv-conf", conf] if conf else []),

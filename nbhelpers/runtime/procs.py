@@ -54,6 +54,26 @@ def snapshot(root: psutil.Process) -> list[psutil.Process]:
         return []
 
 
+RUNNING = object()   # exit_status(): the process has not ended
+
+
+def exit_status(pid: int):
+    """:data:`RUNNING` while ``pid`` runs; once it has ended, its return code as ``Popen`` gives it (negative: the
+    signal) while it waits to be reaped (Linux keeps the status in ``/proc/PID/stat``), else None (reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None if not psutil.pid_exists(pid) else RUNNING
+    if fields[0] not in ("Z", "X"):
+        return RUNNING
+    try:
+        status = int(fields[49])   # field 52: the exit status in the form waitpid() reports it
+    except (IndexError, ValueError):
+        return None
+    return -(status & 0x7F) if status & 0x7F else (status >> 8) & 0xFF
+
+
 def alive(procs: list[psutil.Process]) -> list[psutil.Process]:
     out = []
     for p in procs:

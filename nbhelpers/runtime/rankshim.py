@@ -1,123 +1,157 @@
-"""Per-rank supervisor that torchrun starts in place of the worker.
+"""Per-rank supervision that runs *inside* the rank: torchrun starts it in place of the rank's program.
 
-    python -m nbhelpers.runtime.rankshim --log-dir DIR -- -m nbhelpers.workers.probe [args]
-    python -m nbhelpers.runtime.rankshim --log-dir DIR -- train.py [args]
+    python nbhelpers/runtime/rankshim.py --log-dir DIR -- train.py [args]
+    python nbhelpers/runtime/rankshim.py --log-dir DIR -- -m nbhelpers.workers.probe [args]
+    python nbhelpers/runtime/rankshim.py --log-dir DIR -- -c CODE [args]
 
-It runs ``python <args>`` as a child in a session of its own with stdin closed and stdout+stderr
-merged into ``DIR/rank<R>.log``, and keeps an exit record ``DIR/rank<R>.json`` (pid, start, end,
-return code, signal, and which signal, if any, it was told to stop with).  When torchrun or the
-launcher sends it SIGTERM it first dumps the child's Python stack with py-spy into
-``DIR/rank<R>.stack.txt`` (where was this rank when the world was torn down?) and then forwards the
-signal.  If the shim itself dies, the kernel kills the child (PR_SET_PDEATHSIG), so no rank
-outlives its supervisor.
+It sets up what the workbook reads, then runs the program in this same process, as ``python train.py`` would
+(a ``__main__`` of its own that lives as long as the process, ``sys.argv``, ``sys.path[0]``).  So a supervised rank is the process torchrun
+started: the same pid, parent (``os.getppid()`` is torchrun's agent, as under plain torchrun), session,
+environment, signal dispositions and stdin.  What it adds:
+
+- stdout and stderr merged into ``DIR/rank<R>.log`` (torchrun's ``--redirects 3`` does the same, per stream);
+- an exit record ``DIR/rank<R>.json``: pid and start at once; when the program is done, the exit Python is
+  about to make (``python_exit``: 0, an uncaught exception's 1, ``sys.exit(n)``) and when (``python_end``).  That is not
+  yet the rank's return code: the process can still abort in its C++ destructors (a process group never
+  destroyed), and a rank killed by a signal writes nothing.  The launcher completes the record (``end``,
+  ``returncode``, ``signal``) from the kernel, torchrun's failure report, and this;
+- Python's faulthandler on: a fatal signal (SIGSEGV, SIGABRT, ...) prints every thread's stack to the log; a
+  SIGTERM (torchrun or the launcher stopping the world) first writes every thread's stack to
+  ``DIR/rank<R>.term.txt``, then takes its course (the default ends the rank; a handler the program sets
+  itself replaces this one);
+- PR_SET_PDEATHSIG: the rank gets SIGTERM if torchrun's agent dies, so no rank outlives its launcher.
+
+Only the standard library is imported here, and the program's tracebacks are printed without this file's
+frames: the log reads as plain torchrun's would.
 """
-from __future__ import annotations
-
-import ctypes
-import json
-import os
-import signal
-import subprocess
 import sys
-import time
-from pathlib import Path
 
-from nbhelpers.runtime.stacks import dump_text
+del sys.path[0]  # this file's folder (python put it first): it must not shadow a module of the program's
+
+import builtins  # noqa: E402
+import ctypes  # noqa: E402
+import faulthandler  # noqa: E402
+import importlib.machinery  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import runpy  # noqa: E402
+import signal  # noqa: E402
+import time  # noqa: E402
 
 PR_SET_PDEATHSIG = 1
-STACK_DUMP_TIMEOUT_S = 10.0
 
 
-def _exited(pid: int) -> bool:
-    """Whether the child has exited, without reaping it (``Popen.poll`` in a signal handler answers None
-    while the main thread blocks in ``wait``)."""
-    try:
-        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-    except ChildProcessError:
-        return True
+def _save(path, record):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(record, f)
+    os.replace(tmp, path)
 
 
-def set_parent_death_signal(sig: int) -> None:
-    """Ask the kernel to send ``sig`` to this process when its parent exits (Linux only)."""
+def _parent_death_signal(sig):
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, sig)
     except (OSError, AttributeError):
         pass
 
 
-def dump_stack(pid: int, out: Path) -> None:
-    """Write the Python stacks of ``pid`` (all threads) to ``out``; say why when it cannot."""
-    out.write_text(dump_text(pid, timeout=STACK_DUMP_TIMEOUT_S))
+def _exit_code(code):
+    """What ``sys.exit(code)`` makes the process return (None: 0; a number: itself; anything else: 1)."""
+    if code is None:
+        return 0
+    return code & 0xFF if isinstance(code, int) else 1
 
 
-class Shim:
-    def __init__(self, log_dir: Path, argv: list[str]):
-        self.rank = os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0"))
-        self.dir = log_dir
-        self.argv = argv
-        self.record: dict = {"rank": int(self.rank), "shim_pid": os.getpid(), "argv": argv,
-                             "host": os.uname().nodename, "local_rank": int(os.environ.get("LOCAL_RANK", "0"))}
-        self.child: subprocess.Popen | None = None
-        self.stopping = False
-
-    def path(self, suffix: str) -> Path:
-        return self.dir / f"rank{self.rank}{suffix}"
-
-    def save(self) -> None:
-        tmp = self.path(".json.tmp")
-        tmp.write_text(json.dumps(self.record))
-        os.replace(tmp, self.path(".json"))
-
-    def on_signal(self, signum, _frame) -> None:
-        if self.stopping:
-            return
-        self.stopping = True
-        child = self.child
-        if child is not None and _exited(child.pid):
-            return  # the rank ended on its own just before the stop: run() records how, it was not stopped
-        self.record.update(stop_signal=signal.Signals(signum).name, stop_time=time.time())
-        if child is not None and child.poll() is None:
-            if not self.path(".stack.txt").exists():  # the launcher reads every rank at once before a stop
-                dump_stack(child.pid, self.path(".stack.txt"))
-            self.record["stack_file"] = self.path(".stack.txt").name
-            try:
-                os.killpg(child.pid, signum)
-            except ProcessLookupError:
-                pass
-        self.save()
-
-    def run(self) -> int:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        set_parent_death_signal(signal.SIGTERM)
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(sig, self.on_signal)
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        with open(self.path(".log"), "ab", buffering=0) as log:
-            self.child = subprocess.Popen(
-                [sys.executable, *self.argv], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env=env, start_new_session=True,
-                preexec_fn=lambda: set_parent_death_signal(signal.SIGKILL))
-            self.record.update(pid=self.child.pid, start=time.time())
-            self.save()
-            rc = self.child.wait()
-        self.record.update(end=time.time(), returncode=rc,
-                           signal=signal.Signals(-rc).name if rc < 0 else None)
-        self.save()
-        return rc
+def _user_traceback(tb):
+    """The traceback from the program's first frame on: this file's and runpy's frames dropped."""
+    here = os.path.abspath(__file__)
+    while tb is not None and (os.path.abspath(tb.tb_frame.f_code.co_filename) == here or
+                              tb.tb_frame.f_globals.get("__name__") == "runpy"):
+        tb = tb.tb_next
+    return tb
 
 
-def main(argv: list[str] | None = None) -> None:
-    argv = sys.argv[1:] if argv is None else argv
+def _new_main(**names):
+    """A fresh ``__main__`` module, in ``sys.modules`` for the rest of the process's life, as Python's own is: the
+    program's globals then live until the interpreter shuts down, and die in the order they die under plain
+    ``python`` (a process group still referenced there is torn down at exit, abort included)."""
+    main = type(sys)("__main__")
+    main.__dict__.update(__builtins__=builtins, __annotations__={}, __spec__=None, __package__=None, **names)
+    sys.modules["__main__"] = main
+    return main
+
+
+def _run(target):
+    """Run ``target`` (``script.py args``, ``-m module args`` or ``-c code args``) as ``python`` would."""
+    if target[0] == "-m":
+        sys.argv = [target[1], *target[2:]]  # runpy puts the module's file in argv[0], as python -m does
+        sys.path.insert(0, os.getcwd())
+        _new_main()
+        runpy._run_module_as_main(target[1], alter_argv=True)   # what python -m itself calls
+    elif target[0] == "-c":
+        sys.argv = ["-c", *target[2:]]
+        sys.path.insert(0, "")
+        main = _new_main(__loader__=importlib.machinery.BuiltinImporter)
+        exec(compile(target[1], "<string>", "exec", dont_inherit=True), main.__dict__)
+    elif os.path.isfile(target[0]):
+        sys.argv = list(target)
+        sys.path.insert(0, os.path.dirname(os.path.realpath(target[0])))
+        path = os.path.abspath(target[0])
+        main = _new_main(__file__=path, __cached__=None,
+                         __loader__=importlib.machinery.SourceFileLoader("__main__", path))
+        with open(target[0], "rb") as f:
+            code = compile(f.read(), target[0], "exec", dont_inherit=True)
+        exec(code, main.__dict__)
+    else:  # a folder or a zip with __main__.py
+        sys.argv = list(target)
+        sys.path.insert(0, target[0])
+        _new_main()
+        runpy._run_module_as_main("__main__", alter_argv=False)
+
+
+def main(argv):
     if len(argv) < 3 or argv[0] != "--log-dir" or "--" not in argv:
         sys.exit(__doc__)
-    split = argv.index("--")
-    rc = Shim(Path(argv[1]), argv[split + 1:]).run()
-    if rc < 0:  # die the way the child died, so torchrun reports the same signal
-        if -rc not in (signal.SIGKILL, signal.SIGSTOP):
-            signal.signal(-rc, signal.SIG_DFL)
-        os.kill(os.getpid(), -rc)
-    sys.exit(rc)
+    log_dir, target = argv[1], argv[argv.index("--") + 1:]
+    rank = os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0"))
+    os.makedirs(log_dir, exist_ok=True)
+    base = os.path.join(log_dir, f"rank{rank}")
+    pid = os.getpid()
+    record = {"rank": int(rank), "pid": pid, "argv": target, "host": os.uname().nodename,
+              "local_rank": int(os.environ.get("LOCAL_RANK", "0")), "start": time.time()}
+    _save(base + ".json", record)
+
+    log = os.open(base + ".log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    faulthandler.enable(file=sys.stderr, all_threads=True)
+    term = open(base + ".term.txt", "w")  # kept open: faulthandler writes to its descriptor from the handler
+    faulthandler.register(signal.SIGTERM, file=term, all_threads=True, chain=True)
+    _parent_death_signal(signal.SIGTERM)
+
+    def finished(code):
+        """The program is done: write the exit Python is about to make, before its shutdown runs (the program's
+        atexit handlers, its threads joined).  Not in an atexit handler of ours: writing a file there lets other
+        threads take the GIL at a moment plain Python would not (a gloo thread that would abort the process at
+        exit finishes cleanly instead)."""
+        _save(base + ".json", {**record, "python_end": time.time(), "python_exit": code})
+
+    try:
+        _run(target)
+    except SystemExit as e:
+        finished(_exit_code(e.code))
+        raise
+    except KeyboardInterrupt:
+        finished(-signal.SIGINT)  # Python ends by SIGINT after printing the traceback
+        raise
+    except BaseException as e:  # noqa: BLE001 - printed as Python would, without this file's frames
+        tb = _user_traceback(e.__traceback__)
+        sys.excepthook(type(e), e.with_traceback(tb), tb)
+        finished(1)
+        sys.exit(1)
+    finished(0)
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
