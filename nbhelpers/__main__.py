@@ -243,7 +243,7 @@ def main(argv=None) -> int:
     at = sub.add_parser("attach", help="read the stacks of a job running on this node and name the rank holding it up")
     at.add_argument("pid", nargs="?", type=positive(int), help="the job's launcher pid or any rank's pid "
                     "(default: the one job running here)")
-    at.add_argument("--all", action="store_true", help="every job here, as one world (one node of a multi-node job)")
+    at.add_argument("--all", action="store_true", help="every job here, one verdict each (for --merge: this node's part of each job)")
     at.add_argument("--json", action="store_true", help="one JSON object (with each rank's stack, for --merge)")
     at.add_argument("--wait", type=nonnegative, default=0.0, metavar="S", help="look again every second for up "
                     "to S seconds until a rank stands out (a job still starting, or not hung yet)")

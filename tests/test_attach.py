@@ -67,7 +67,7 @@ def test_attach_names_the_rank_of_a_hung_job_and_leaves_it_running(hung_job, tmp
     for i, part in enumerate(parts):
         (tmp_path / f"node{i}.json").write_text(json.dumps(part))
         files.append(str(tmp_path / f"node{i}.json"))
-    assert merge(files).culprit_rank == 1
+    assert merge(files).culprit_rank == 1  # no world in these parts: one job
     out = cli("--merge", *files)
     assert out.returncode == 1 and "culprit: rank 1" in out.stdout, out.stdout
 
@@ -136,4 +136,39 @@ def test_profile_names_the_rank_a_slow_job_waits_for_and_leaves_it_running(tmp_p
         assert out.returncode == 1 and "straggler: rank 1 spends" in out.stdout, out.stdout
     finally:
         stop_job(job)
+        log.close()
+
+
+def test_attach_all_gives_each_job_on_the_node_its_own_verdict(hung_job, tmp_path):
+    """Two jobs on one machine, both started with plain torchrun: the hung DDP job and a healthy one. --all
+    reports two jobs of two ranks each (not one world of four whose ranks 0 and 1 collide), names rank 1 in the
+    hung job and nobody in the healthy one; the nodes' outputs merge job by job."""
+    from nbhelpers.scenarios.supervise import example
+
+    healthy_dir = tmp_path / "healthy"
+    script = example("train_straggler", healthy_dir)
+    log = open(tmp_path / "healthy.log", "wb")
+    healthy = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                                "--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:0", str(script), "--cause",
+                                "none", "--steps", "5000"], cwd=healthy_dir, stdin=subprocess.DEVNULL, stdout=log,
+                               stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        assert cli(str(hung_job.pid), "--wait", "60", timeout=120).returncode == 1  # the hang has begun
+        out = cli("--all", "--json", timeout=120)
+        jobs = {j["job_pid"]: j for j in json.loads(out.stdout)["jobs"]}
+        assert set(jobs) == {hung_job.pid, healthy.pid}, out.stdout[-2000:]
+        assert [r["rank"] for r in jobs[hung_job.pid]["ranks"]] == [0, 1] == [r["rank"] for r in jobs[healthy.pid]["ranks"]]
+        assert jobs[hung_job.pid]["culprit_rank"] == 1 and jobs[healthy.pid]["culprit_rank"] is None, out.stdout
+        assert jobs[hung_job.pid]["world"] != jobs[healthy.pid]["world"]
+        assert out.returncode == 1  # a culprit named in some job
+        files = []
+        for node in (0, 1):  # the same two jobs seen from two nodes, one rank of each per node
+            part = {"jobs": [dict(j, ranks=[j["ranks"][node]]) for j in jobs.values()]}
+            (tmp_path / f"node{node}.json").write_text(json.dumps(part))
+            files.append(str(tmp_path / f"node{node}.json"))
+        merged = merge(files)
+        assert {j.job_pid: j.culprit_rank for j in merged.jobs} == {hung_job.pid: 1, healthy.pid: None}
+        assert all(len(j.ranks) == 2 for j in merged.jobs)
+    finally:
+        stop_job(healthy)
         log.close()

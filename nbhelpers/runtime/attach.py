@@ -2,15 +2,18 @@
 
     python -m nbhelpers attach            # the one job running here
     python -m nbhelpers attach 12345      # the job of this pid (torchrun's, or any rank's)
+    python -m nbhelpers attach --all                   # every job running here, one verdict each
     python -m nbhelpers attach --all --json > node-$(hostname).json
-    python -m nbhelpers attach --merge node-*.json     # several nodes: one verdict
+    python -m nbhelpers attach --merge node-*.json     # several nodes: one verdict per job
     python -m nbhelpers attach --profile 20            # a job that runs but slowly: the rank the others wait for
 
 A rank is a process with ``RANK`` (or ``LOCAL_RANK``) in its environment, as torchrun /
 ``torch.distributed.run``, accelerate, deepspeed and ``srun`` set it; its job is the nearest ancestor
 that is one of those launchers (else its parent).  Of the processes carrying one rank's ``RANK``, the
-rank is the topmost one (DataLoader workers inherit their rank's environment; a supervising shim is
-skipped).  Stacks are read with ``py-spy dump --nonblocking``: nothing is stopped or paused.
+rank is the topmost one (DataLoader workers inherit their rank's environment).  A job's *world* is the store
+its ranks rendezvoused at (``MASTER_ADDR:MASTER_PORT``, else torchrun's run id): the same on every node of a
+multi-node job and different for two jobs on one node, so ``--merge`` joins each job's nodes and keeps jobs
+apart.  Stacks are read with ``py-spy dump --nonblocking``: nothing is stopped or paused.
 """
 from __future__ import annotations
 
@@ -34,8 +37,8 @@ from nbhelpers.errors import AttachError
 from nbhelpers.runtime.hangwatch import hang_verdict
 from nbhelpers.runtime.stacks import dump_many
 
-__all__ = ["Attached", "Profiled", "RankProc", "attach", "attach_commands", "find_jobs", "merge", "merge_profiles",
-           "profile"]
+__all__ = ["Attached", "Jobs", "Profiled", "RankProc", "attach", "attach_commands", "find_jobs", "merge",
+           "merge_profiles", "profile", "world_of"]
 
 LAUNCHER = re.compile(r"(?:^|[/\s])(?:torchrun|torch\.distributed\.(?:run|launch)|accelerate(?:\s+launch)?|"
                       r"accelerate\.commands\.launch|deepspeed|deepspeed\.launcher\.\w+|srun|mpirun|mpiexec)(?:\s|$)")
@@ -51,6 +54,7 @@ class RankProc:
     world_size: int | None = None
     host: str = field(default_factory=lambda: os.uname().nodename)
     cmdline: str = ""
+    world: str | None = None   # the store its job rendezvoused at (world_of)
 
     def __repr__(self) -> str:
         return f"<RankProc rank={self.rank} pid={self.pid} job={self.job_pid} {self.host}>"
@@ -68,6 +72,15 @@ def _cmd(p: psutil.Process) -> str:
         return " ".join(p.cmdline())
     except psutil.Error:
         return ""
+
+
+def world_of(env: dict) -> str | None:
+    """Which world a rank belongs to, from the environment its launcher gave it: the store's address
+    (``MASTER_ADDR:MASTER_PORT``; c10d sets it to the rendezvous store, the same on every node), else torchrun's run id."""
+    if env.get("MASTER_ADDR") and env.get("MASTER_PORT"):
+        return f"{env['MASTER_ADDR']}:{env['MASTER_PORT']}"
+    run_id = env.get("TORCHELASTIC_RUN_ID")
+    return f"run {run_id}" if run_id and run_id != "none" else None
 
 
 def _job_of(p: psutil.Process) -> psutil.Process:
@@ -104,7 +117,8 @@ def find_jobs() -> dict[int, list[RankProc]]:
             continue  # a DataLoader worker or another child of the rank: the rank is its topmost carrier
         job = _job_of(p)
         jobs.setdefault(job.pid, {})[rank] = RankProc(rank, pid, job.pid, _int(env.get("LOCAL_RANK")),
-                                                     _int(env.get("WORLD_SIZE")), cmdline=_cmd(p))
+                                                     _int(env.get("WORLD_SIZE")), cmdline=_cmd(p),
+                                                     world=world_of(env))
     return {j: [ranks[r] for r in sorted(ranks)] for j, ranks in jobs.items()}
 
 
@@ -115,6 +129,10 @@ class Attached:
     ranks: list[RankProc]
     stacks: dict[int, str]
     verdict: Verdict
+
+    @property
+    def world(self) -> str | None:
+        return next((rp.world for rp in self.ranks if rp.world), None)
 
     def where(self, rank: int):
         return position(self.stacks.get(rank, ""))
@@ -138,14 +156,16 @@ class Attached:
             rows.append({"rank": rp.rank, "pid": rp.pid, "host": rp.host, "local_rank": rp.local_rank,
                          "where": p.line if p else None, "collective": p.collective if p else None,
                          "position": str(p) if p else None, **({"stack": self.stacks.get(rp.rank, "")} if stacks else {})})
-        return {"job_pid": self.job_pid, "starting": _starting(self), "culprit_rank": self.culprit_rank,
+        return {"job_pid": self.job_pid, "world": self.world, "starting": _starting(self),
+                "culprit_rank": self.culprit_rank,
                 "culprit_where": self.verdict.where,
                 "rule": self.verdict.kind, "reason": self.verdict.reason, "evidence": self.verdict.evidence,
                 "groups": {k: rank_ranges(v) for k, v in self.groups().items()}, "ranks": rows}
 
     def text(self) -> str:
         hosts = sorted({rp.host for rp in self.ranks})
-        head = (f"job {self.job_pid}" if self.job_pid else "job") + f": {len(self.ranks)} ranks on {', '.join(hosts)}"
+        head = (f"job {self.job_pid}" if self.job_pid else "job") + f": {len(self.ranks)} ranks on {', '.join(hosts)}" + \
+            (f" (world {self.world})" if self.world else "")
         lines = [head, "where the ranks are:"]
         lines += [f"  rank{'s' if len(rs) > 1 else ''} {rank_ranges(rs)}: {w}" for w, rs in self.groups().items()]
         v = self.verdict
@@ -155,6 +175,29 @@ class Attached:
             lines.append("note: a rank is still importing modules, so the job is still starting: look again in a "
                          "few seconds, or use --wait")
         return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return "<pre>" + html.escape(self.text()) + "</pre>"
+
+
+@dataclass
+class Jobs:
+    """Several jobs, each with its own verdict: ``attach --all`` on a node running more than one, or ``--merge``
+    of nodes' outputs that hold more than one world."""
+    jobs: list[Attached]
+
+    @property
+    def culprit_rank(self) -> int | None:
+        """The first job's culprit that is named (the CLI's exit status: 1 when any job names one)."""
+        return next((j.culprit_rank for j in self.jobs if j.culprit_rank is not None), None)
+
+    def to_dict(self, stacks: bool = True) -> dict:
+        return {"host": os.uname().nodename, "jobs": [j.to_dict(stacks) for j in self.jobs]}
+
+    def text(self) -> str:
+        return "\n\n".join([f"{len(self.jobs)} jobs", *(j.text() for j in self.jobs)])
 
     def _repr_html_(self) -> str:
         import html
@@ -189,15 +232,26 @@ def _pick(jobs: dict[int, list[RankProc]], pid: int | None) -> list[int]:
                       "jobs running here: " + ", ".join(str(j) for j in jobs))
 
 
-def attach(pid: int | None = None, every_job: bool = False, wait: float = 0.0) -> Attached:
-    """Read the stacks of a running job's ranks (the job of ``pid``, else the only one here; ``every_job``: all
-    of them, as one world) without stopping it, and name the odd rank out.  ``wait``: look again every second
-    for up to that many seconds until a rank stands out (a job still starting, or not hung yet)."""
+def attach(pid: int | None = None, every_job: bool = False, wait: float = 0.0) -> Attached | Jobs:
+    """Read the stacks of a running job's ranks (the job of ``pid``, else the only one here) without stopping it,
+    and name the odd rank out; ``every_job``: every job here, each with its own verdict (:class:`Jobs`, or the one
+    :class:`Attached` when only one runs).  ``wait``: look again every second for up to that many seconds until a
+    rank stands out (a job still starting, or not hung yet)."""
+    if every_job:
+        jobs = find_jobs()
+        if not jobs:
+            _pick(jobs, None)  # raises: no job here
+        found = [_wait_for(j, wait) for j in jobs]
+        return found[0] if len(found) == 1 else Jobs(found)
+    return _wait_for(pid, wait)
+
+
+def _wait_for(pid: int | None, wait: float) -> Attached:
     deadline = time.monotonic() + wait
     seen = None  # the last look's (culprit, rule)
     while True:
         try:
-            found = _attach_once(pid, every_job)
+            found = _attach_once(pid)
             named = (found.culprit_rank, found.verdict.kind)
             # with time to wait, a verdict counts when two looks a second apart agree and no rank is still importing
             # (a rank loading torch while another already waits in init_process_group is starting, not hung)
@@ -217,26 +271,32 @@ def _starting(found: Attached) -> bool:
     return any("<frozen importlib._bootstrap" in stack for stack in found.stacks.values())
 
 
-def _attach_once(pid: int | None, every_job: bool) -> Attached:
+def _attach_once(pid: int | None) -> Attached:
     jobs = find_jobs()
-    chosen = list(jobs) if every_job and jobs else _pick(jobs, pid)
-    ranks = sorted((rp for j in chosen for rp in jobs[j]), key=lambda rp: rp.rank)
+    job = _pick(jobs, pid)[0]
+    ranks = jobs[job]
     stacks = dump_many({rp.rank: rp.pid for rp in ranks}, nonblocking=True)
-    return Attached(chosen[0] if len(chosen) == 1 else None, ranks, stacks, _verdict(ranks, stacks))
+    return Attached(job, ranks, stacks, _verdict(ranks, stacks))
 
 
-def merge(outputs: Iterable[dict | str | os.PathLike]) -> Attached:
-    """One verdict over several nodes: the ``attach --json`` outputs of each (dicts, or files holding them)."""
-    ranks, stacks, jobs = [], {}, set()
+def merge(outputs: Iterable[dict | str | os.PathLike]) -> Attached | Jobs:
+    """One verdict per job over several nodes: the ``attach --json`` / ``attach --all --json`` outputs of each
+    (dicts, or files holding them).  Jobs are told apart by their world (outputs without one are one job)."""
+    worlds: dict[str | None, tuple[list[RankProc], dict[int, str], set]] = {}
     for out in outputs:
         d = out if isinstance(out, dict) else json.loads(Path(out).read_text())
-        jobs.add(d.get("job_pid"))
-        for row in d["ranks"]:
-            ranks.append(RankProc(row["rank"], row["pid"], d.get("job_pid") or 0, row.get("local_rank"),
-                                  host=row.get("host", "?")))
-            stacks[row["rank"]] = row.get("stack", "")
-    ranks.sort(key=lambda rp: rp.rank)
-    return Attached(None, ranks, stacks, _verdict(ranks, stacks))
+        for job in d["jobs"] if "jobs" in d else [d]:
+            ranks, stacks, pids = worlds.setdefault(job.get("world"), ([], {}, set()))
+            pids.add(job.get("job_pid"))
+            for row in job["ranks"]:
+                ranks.append(RankProc(row["rank"], row["pid"], job.get("job_pid") or 0, row.get("local_rank"),
+                                      host=row.get("host", "?"), world=job.get("world")))
+                stacks[row["rank"]] = row.get("stack", "")
+    found = []
+    for ranks, stacks, pids in worlds.values():
+        ranks.sort(key=lambda rp: rp.rank)
+        found.append(Attached(next(iter(pids)) if len(pids) == 1 else None, ranks, stacks, _verdict(ranks, stacks)))
+    return found[0] if len(found) == 1 else Jobs(found)
 
 
 def attach_commands(hosts: Sequence[str], workdir: str = ".", python: str = "python") -> dict[str, str]:
@@ -307,6 +367,9 @@ def profile(pid: int | None = None, seconds: float = 20.0, every_job: bool = Fal
             if time.monotonic() >= deadline:
                 raise
             time.sleep(every)
+    if len(chosen) > 1:
+        raise AttachError(f"{len(chosen)} jobs are running here and --profile reads one: " + ", ".join(
+            f"{j} ({len(jobs[j])} ranks)" for j in chosen), "give one pid (the launcher's or a rank's)")
     ranks = sorted((rp for j in chosen for rp in jobs[j]), key=lambda rp: rp.rank)
     tracker = StragglerTracker(window_s=seconds + start_wait, min_samples=MIN_PROFILE_SAMPLES)
     begun, give_up = None, time.monotonic() + start_wait + seconds
