@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 BUSY   ?= 0
 BESIDE := $(if $(filter-out 0,$(BUSY)),$(BIN)/python bench/busy.py $(BUSY) --,)
 
-.PHONY: setup sysdeps run test lab bench clean
+.PHONY: setup sysdeps run test lab docs bench clean
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
@@ -42,6 +42,9 @@ test: setup           ## unit tests and every notebook under nbval, on up to 3 w
 lab: setup            ## JupyterLab on notebooks/ with this venv as the kernel
 	$(BIN)/python -m ipykernel install --user --name nbhelpers --display-name "Python (nbhelpers)"
 	$(BIN)/jupyter lab notebooks/
+
+docs: setup           ## regenerate docs/culprit-rules.md and docs/doctor-knows.md from the code
+	$(BIN)/python -m nbhelpers.views.docs
 
 bench: setup          ## benchmarks, printed as tables with ratios against a same-run baseline
 	$(BIN)/python bench/run.py
