@@ -494,3 +494,45 @@ def test_wordings_of_the_tenth_collection(thread, category):
 def test_libibverbs_probing_for_missing_providers_alone_is_no_failure():
     # NVIDIA/nccl#1044: the maintainers' answer: printed by libibverbs while it probes its provider drivers, harmless
     assert C.classify(train_log("NVIDIA/nccl#1044"), model=False) == []
+
+
+SPAWN_ABORT = textwrap.dedent("""
+    import os
+    import torch.multiprocessing as mp
+
+    def worker(i):
+        if i == 1:
+            os.abort()   # a C++ abort in a child (an NCCL or CUDA fatal error does the same)
+
+    if __name__ == "__main__":
+        mp.spawn(worker, nprocs=2)
+""")
+
+
+def test_a_child_of_mp_spawn_killed_by_a_signal_is_a_killed_rank(tmp_path):
+    """torch.multiprocessing.spawn's own report of a child that died of SIGABRT, printed by a real run (it was
+    named a version mismatch in a user's log)."""
+    (tmp_path / "spawn_abort.py").write_text(SPAWN_ABORT)
+    out = subprocess.run([sys.executable, str(tmp_path / "spawn_abort.py")], capture_output=True, text=True, timeout=120)
+    assert "ProcessExitedException: process 1 terminated with signal SIGABRT" in out.stderr, out.stderr[-2000:]
+    top = C.classify(out.stderr, model=False)[0]
+    assert top.category == "worker_killed" and "SIGABRT" in top.evidence[0].text, top
+
+
+def test_pythons_own_segfault_report_is_a_killed_rank():
+    """CPython's faulthandler banner, printed by a real crash."""
+    out = subprocess.run([sys.executable, "-X", "faulthandler", "-c", "import ctypes; ctypes.string_at(0)"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == -11 and "Fatal Python error: Segmentation fault" in out.stderr, out.stderr
+    assert C.classify(out.stderr, model=False)[0].category == "worker_killed"
+
+
+def test_more_ranks_than_gpus_is_its_own_failure_with_its_own_remedy():
+    """CUDA's 'invalid device ordinal' is a launch mistake (more ranks than visible GPUs), not a version mismatch:
+    the advice says --nproc-per-node and CUDA_VISIBLE_DEVICES, and that reinstalling does not help."""
+    from nbhelpers.diagnosis.remedies import advice
+
+    found = C.classify("RuntimeError: CUDA error: invalid device ordinal", model=False)
+    assert [f.category for f in found] == ["too_many_ranks"]
+    text = " ".join(advice(None, "too_many_ranks"))
+    assert "--nproc-per-node" in text and "CUDA_VISIBLE_DEVICES" in text, text

@@ -32,6 +32,7 @@ class Failure(str, Enum):
     EXIT_WITHOUT_DESTROY = "exit_without_destroy"
     RANK_ERROR = "rank_error"              # a rank's own Python exception, the most common failure of all
     DDP_SEGFAULT = "ddp_segfault"          # DDP's constructor segfaults (gloo + TORCH_DISTRIBUTED_DEBUG=DETAIL)
+    TOO_MANY_RANKS = "too_many_ranks"      # more ranks on a node than GPUs it lets them see
 
     def __str__(self) -> str:
         return self.value

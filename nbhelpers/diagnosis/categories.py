@@ -100,6 +100,11 @@ CATEGORIES: dict[str, Category] = {c.name: c for c in [
        "2.13 on gloo, TORCH_DISTRIBUTED_DEBUG=DETAIL makes DDP's constructor crash in "
        "c10d::Logger::set_env_variables: the debugging switch itself kills the job.",
        corpus=False),
+    _C("too_many_ranks", "More ranks than visible GPUs",
+       "A rank asked CUDA for a GPU this process cannot see (CUDA's 'invalid device ordinal'): the node starts more "
+       "ranks (--nproc-per-node, mp.spawn's nprocs, the launcher's num_processes) than the GPUs CUDA_VISIBLE_DEVICES "
+       "leaves it, and each rank uses LOCAL_RANK as its device index. Nothing is wrong with the driver or versions.",
+       corpus=False),
 ]}
 
 CONSEQUENCE = {n for n, c in CATEGORIES.items() if not c.cause}

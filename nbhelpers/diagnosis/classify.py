@@ -637,6 +637,18 @@ RULES: list[Rule] = [
     R('worker_killed', 'got termination signal:', weight=4),  # torch/distributed/elastic/agent/server/api.py:1005
     # torch/distributed/elastic/multiprocessing/api.py:86
     R('worker_killed', 'signalexception', r'process \d+ got signal: (1|9|15)\b', 4),
+    # --- launch mistakes and crashes as the frameworks' stacks print them (2026-12-07), from the libraries' source ---
+    # CUDA's cudaErrorInvalidDevice (101; 10 before CUDA 10.1) as torch.cuda.set_device / torch.device raise it, and
+    # torch's older THCudaCheck form: a device index past the visible GPUs
+    # (NCCL's own "Cuda failure 101 'invalid device ordinal'" inside a transport is NCCL's CUDA error, not this)
+    R("too_many_ranks", "invalid device ordinal", r"cuda (runtime )?error( \(\d+\))? ?: invalid device ordinal", 8),
+    # torch/multiprocessing/spawn.py ProcessContext.join: a child mp.spawn started died of a signal
+    R("worker_killed", "terminated with signal", r"process \d+ terminated with signal sig(abrt|kill|fpe)\b", 5),
+    # abseil's failure signal handler (absl/debugging/failure_signal_handler.cc), linked into jax, tensorflow, ray
+    R("worker_killed", "received at time=", r"\*\*\* sig(segv|abrt|bus|fpe|ill) received at time=", 5),
+    # CPython's faulthandler (Python/faulthandler.c) on a fatal signal ("Aborted" is left to the abort's own rules)
+    R("worker_killed", "fatal python error:", r"fatal python error: (segmentation fault|bus error|floating point exception)",
+      4),
     # --- a third batch from the libraries' source, not from any corpus: torch's store, elastic, desync report, DETAIL
     #     fingerprints, older releases' wordings (torch 1.x launcher and watchdog), CUDA/cuDNN error names, NCCL's shm, proxy
     #     and socket paths, rdma-core's completion status texts, miniz's archive errors; where each is printed

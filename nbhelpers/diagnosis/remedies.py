@@ -90,6 +90,13 @@ REMEDIES: dict[Failure | Rule, tuple[str, ...]] = {
         "per rank.",
         "Remove or stop preloading a conflicting system libnccl (LD_LIBRARY_PATH, LD_PRELOAD); install a torch build "
         "for this GPU architecture and driver."),
+    Failure.TOO_MANY_RANKS: (
+        "Start at most as many ranks per node as it has visible GPUs: `--nproc-per-node` equal to "
+        "`python -c 'import torch; print(torch.cuda.device_count())'` on that node, after CUDA_VISIBLE_DEVICES "
+        "(notebook 01's fingerprint shows the GPUs each rank sees).",
+        "Check CUDA_VISIBLE_DEVICES on every node (a Slurm or container setting may hide GPUs); the device of each rank "
+        "is `torch.cuda.set_device(int(os.environ['LOCAL_RANK']))`, not the global RANK.",
+        "Reinstalling drivers, CUDA or torch does not help: the index is out of range, not the software."),
     Failure.EXIT_WITHOUT_DESTROY: (
         "Call dist.destroy_process_group() at the end of every rank, in a `finally:` so that it runs after an "
         "error too (pytorch/pytorch#190489).",
