@@ -7,6 +7,11 @@
     python -m nbhelpers attach --merge node0.json node1.json  # several nodes' attach --json: one verdict
     python -m nbhelpers attach --profile 20 [--json]   # a slow job: the rank the others wait for
     python -m nbhelpers run --nproc 2 [--timeout S] [--hang-after S] [--stop-on-hang] [--json] script.py [args ...]
+    python -m nbhelpers --version
+
+Exit status, the same for every command: 0 nothing wrong found (the run passed, the log holds no failure, no rank
+stands out), 1 a failure found (the run failed, the log names one, a culprit or straggler named), 2 the command
+was refused before anything started (bad input); a run stopped by a signal exits 128 + its number.
 """
 from __future__ import annotations
 
@@ -18,8 +23,10 @@ import sys
 from pathlib import Path
 
 
-class BadInput(Exception):
-    """Command-line input refused before anything starts: one line, exit 2."""
+from nbhelpers.errors import BadInput  # noqa: E402  (one line, exit 2)
+
+EXIT_STATUS = ("exit status: 0 nothing wrong found; 1 a failure found (the run failed, the log names one, a culprit or "
+               "straggler named); 2 the command was refused (bad input); 128+N a run stopped by signal N")
 
 
 class Parser(argparse.ArgumentParser):
@@ -215,8 +222,19 @@ def cmd_attach(args) -> int:
     return 1 if named is not None else 0
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("nbhelpers")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "(not installed)"
+
+
 def main(argv=None) -> int:
-    p = Parser(prog="python -m nbhelpers", description="Distributed-training troubleshooting workbook")
+    p = Parser(prog="python -m nbhelpers", description="Distributed-training troubleshooting workbook",
+               epilog=EXIT_STATUS)
+    p.add_argument("--version", action="version", version=f"nbhelpers {_version()}")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=Parser)
     ra = sub.add_parser("run-all", help="execute every notebook headless; write reports/<UTC>/")
     ra.add_argument("--out", help="report root (default: reports/ in the workbook)")

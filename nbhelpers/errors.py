@@ -48,3 +48,10 @@ class ConfigError(WorkbookError):
 
 class AttachError(WorkbookError):
     """No running job to attach to, or several and none chosen."""
+
+
+class BadInput(WorkbookError):
+    """Command-line input refused before anything starts (a missing file, a bad number): one line, exit 2."""
+
+    def __init__(self, what: str):
+        super().__init__(what)

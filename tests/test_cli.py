@@ -126,3 +126,16 @@ def test_doctor_on_a_torchrun_log_dir_names_the_culprit_rank_and_the_line(tmp_pa
 def test_doctor_on_a_folder_that_holds_no_ranks_logs_says_what_it_wants(tmp_path):
     out = subprocess.run([sys.executable, "-m", "nbhelpers", "doctor", str(tmp_path)], capture_output=True, text=True)
     assert out.returncode == 2 and "torchrun --log-dir" in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+def test_version_and_the_exit_statuses_are_stated_once_for_every_command():
+    import subprocess
+    import sys
+
+    from nbhelpers.errors import BadInput, WorkbookError
+
+    out = subprocess.run([sys.executable, "-m", "nbhelpers", "--version"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.startswith("nbhelpers "), out
+    helped = subprocess.run([sys.executable, "-m", "nbhelpers", "--help"], capture_output=True, text=True, timeout=60)
+    assert "exit status: 0 nothing wrong found; 1 a failure found" in " ".join(helped.stdout.split())
+    assert issubclass(BadInput, WorkbookError)  # every user-facing error under the one root
