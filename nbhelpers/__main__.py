@@ -7,6 +7,8 @@
     python -m nbhelpers attach --merge node0.json node1.json  # several nodes' attach --json: one verdict
     python -m nbhelpers attach --profile 20 [--json]   # a slow job: the rank the others wait for
     python -m nbhelpers run --nproc 2 [--timeout S] [--hang-after S] [--stop-on-hang] [--json] script.py [args ...]
+    python -m nbhelpers run [--json] ... torchrun --nproc-per-node 2 train.py [args ...]   # your own launch line
+    python -m nbhelpers run [--json] ... accelerate launch --num_processes 2 --multi_gpu train.py [args ...]
     python -m nbhelpers --version
 
 Exit status, the same for every command: 0 nothing wrong found (the run passed, the log holds no failure, no rank
@@ -174,9 +176,12 @@ def cmd_doctor(args) -> int:
 
 
 def cmd_run(args) -> int:
+    from nbhelpers.runtime.launchspec import is_launch_command
     from nbhelpers.scenarios.supervise import supervise, verdict_dict, verdict_text
 
-    text_file(args.script, "script")
+    command = [args.script, *args.args] if is_launch_command([args.script, *args.args]) else None
+    if command is None:
+        text_file(args.script, "script")
     cpus = os.cpu_count() or 1
     if args.nproc > cpus:
         print(f"warning: {args.nproc} ranks on {cpus} CPUs: they share cores, so timings and timeouts stretch",
@@ -189,9 +194,21 @@ def cmd_run(args) -> int:
 
     previous = signal.signal(signal.SIGTERM, on_term)
     try:
-        res = supervise(args.script, args.args, nproc=args.nproc, timeout=args.timeout,
-                        live=False if args.json else None, reraise=False,
-                        hang_after=None if args.hang_after == 0 else args.hang_after, stop_on_hang=args.stop_on_hang)
+        watch = dict(live=False if args.json else None, reraise=False, stop_on_hang=args.stop_on_hang,
+                     hang_after=None if args.hang_after == 0 else args.hang_after)
+        if command:  # the user's own torchrun / accelerate launch line, as they run it
+            from nbhelpers.errors import WorkbookError
+            from nbhelpers.runtime.launcher import launch
+            from nbhelpers.runtime.launchspec import user_launch
+
+            try:
+                program = user_launch(command, "-").program
+                res = launch(args.script, launcher=command, timeout=args.timeout, **watch)
+            except WorkbookError as exc:
+                raise BadInput(str(exc).replace("\n", "; ")) from None
+            args.script = program[0] if program[0] != "-m" and Path(program[0]).is_file() else None
+        else:
+            res = supervise(args.script, args.args, nproc=args.nproc, timeout=args.timeout, **watch)
     finally:
         signal.signal(signal.SIGTERM, previous)
     print(json.dumps(verdict_dict(res, args.script)) if args.json else verdict_text(res, args.script), flush=True)
@@ -256,7 +273,9 @@ def main(argv=None) -> int:
     rn.add_argument("--stop-on-hang", action="store_true", help="stop the job once a hang is named (default: "
                     "report it and let the process-group timeout end the job)")
     rn.add_argument("--json", action="store_true", help="print one JSON object")
-    rn.add_argument("script")
+    rn.add_argument("script", help="your script, or your own launch command: torchrun ..., python -m "
+                    "torch.distributed.run ..., accelerate launch ... (its options, ranks and defaults are kept; "
+                    "--nproc is then ignored)")
     rn.add_argument("args", nargs=argparse.REMAINDER)
     at = sub.add_parser("attach", help="read the stacks of a job running on this node and name the rank holding it up")
     at.add_argument("pid", nargs="?", type=positive(int), help="the job's launcher pid or any rank's pid "

@@ -2,6 +2,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import SHARED
@@ -139,3 +140,41 @@ def test_version_and_the_exit_statuses_are_stated_once_for_every_command():
     helped = subprocess.run([sys.executable, "-m", "nbhelpers", "--help"], capture_output=True, text=True, timeout=60)
     assert "exit status: 0 nothing wrong found; 1 a failure found" in " ".join(helped.stdout.split())
     assert issubclass(BadInput, WorkbookError)  # every user-facing error under the one root
+
+
+LAUNCHED = """
+import os, sys
+import psutil
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+print(f"rank {rank} parent {psutil.Process(os.getppid()).name()} argv {sys.argv}", flush=True)
+if rank == 1:
+    raise ValueError("shard 7 has no labels")
+dist.barrier()
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "accelerate"])
+def test_run_supervises_the_users_own_launch_line(launcher, tmp_path):
+    """`run torchrun ...` / `run accelerate launch ...`: the user's launcher starts the ranks as it always does
+    (their parent is that launcher, argv is the script's), and the verdict names rank 1 and its line."""
+    import json
+    import subprocess
+    import sys
+
+    pytest.importorskip("accelerate") if launcher == "accelerate" else None
+    (tmp_path / "train.py").write_text(LAUNCHED)
+    line = (["torchrun", "--nproc-per-node", "2", "--standalone"] if launcher == "torchrun" else
+            ["accelerate", "launch", "--num_processes", "2", "--multi_gpu"])
+    out = subprocess.run([sys.executable, "-m", "nbhelpers", "run", "--json", *line, "train.py", "--lr", "3"],
+                         capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    v = json.loads(out.stdout)
+    assert out.returncode == 1 and v["culprit_rank"] == 1 and v["category"] == "rank_error", v
+    assert v["culprit_where"].startswith("train.py:10"), v["culprit_where"]
+    logs = {r: (Path(v["log_dir"]) / f"rank{r}.log").read_text() for r in (0, 1)}
+    assert all("argv ['train.py', '--lr', '3']" in t for t in logs.values()), logs
+    parents = {t.split("parent ")[1].split()[0] for t in logs.values()}
+    assert parents <= {"pt_elastic", "torchrun", "accelerate"}, parents  # the launcher itself, as without the workbook

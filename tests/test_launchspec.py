@@ -3,6 +3,8 @@ import os
 import shlex
 import sys
 
+import pytest
+
 from nbhelpers.runtime.launcher import Run
 from nbhelpers.runtime.launchspec import (
     REPO_ROOT,
@@ -60,3 +62,29 @@ def test_targets_and_the_child_environment():
     assert env["PYTHONPATH"].split(os.pathsep) == [str(REPO_ROOT), "/user/lib"]
     assert env["OMP_NUM_THREADS"] == "4" and env["A"] == "b" and env["PYTHONUNBUFFERED"] == "1"
     assert child_env(base={})["OMP_NUM_THREADS"] == "1"
+
+
+def test_the_users_own_launch_line_gets_the_shim_before_its_program_and_nothing_else_changes():
+    from nbhelpers.runtime.launchspec import user_launch
+
+    ul = user_launch(["torchrun", "--nproc-per-node", "3", "--standalone", "train.py", "--lr", "0.1"], "/tmp/L")
+    at = ul.argv.index(SHIM)
+    assert ul.argv[1:at] == ["--nproc-per-node", "3", "--standalone"] and ul.nproc == 3
+    assert ul.argv[at:] == [SHIM, "--log-dir", "/tmp/L", "--", "train.py", "--lr", "0.1"]
+    # a module: torchrun's -m goes to the shim, which runs it as python -m would
+    ul = user_launch(["python", "-m", "torch.distributed.run", "--nproc_per_node=2", "-m", "pkg.train", "-x"], "/L")
+    assert ul.argv[:4] == ["python", "-m", "torch.distributed.run", "--nproc_per_node=2"]
+    assert ul.argv[4:] == [SHIM, "--log-dir", "/L", "--", "-m", "pkg.train", "-x"] and ul.program[0] == "-m"
+
+
+def test_launch_lines_the_workbook_cannot_record_are_refused_with_what_to_do():
+    from nbhelpers.errors import WorkbookError
+    from nbhelpers.runtime.launchspec import is_launch_command, user_launch
+
+    assert not is_launch_command(["python", "train.py"]) and is_launch_command(["/opt/bin/torchrun", "x.py"])
+    for argv, said in ((["torchrun", "--nproc-per-node", "2", "--no-python", "./a.out"], "--no-python"),
+                       (["torchrun", "--nnodes", "2", "--nproc-per-node", "2", "train.py"], "several nodes"),
+                       (["deepspeed", "train.py"], "not a launch command")):
+        with pytest.raises(WorkbookError) as err:
+            user_launch(argv, "/tmp/L")
+        assert said in str(err.value) and err.value.todo, err.value

@@ -11,7 +11,8 @@ def pip_names(reqs):
 
 def test_environment_yml_lists_the_same_packages_as_pyproject():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    wanted = set(project["dependencies"]) | set(project["optional-dependencies"]["test"])
+    extras = project["optional-dependencies"]
+    wanted = set(project["dependencies"]) | set(extras["test"]) | set(extras["frameworks"])
     yml = (REPO / "environment.yml").read_text()
     listed = {ln.strip()[2:].strip() for ln in yml.split("- pip:")[1].splitlines() if ln.strip().startswith("- ")}
     assert pip_names(listed) == pip_names(wanted)

@@ -40,7 +40,7 @@ from nbhelpers.diagnosis.tracebacks import faulthandler_as_spy, where_from
 from nbhelpers.errors import LaunchError, PortInUseError
 from nbhelpers.runtime import machine, procs
 from nbhelpers.runtime.events import parse_line
-from nbhelpers.runtime.launchspec import REPO_ROOT, SHIM, LaunchSpec, child_env
+from nbhelpers.runtime.launchspec import REPO_ROOT, SHIM, LaunchSpec, child_env, user_launch
 from nbhelpers.runtime.ports import check_port, free_port
 from nbhelpers.runtime.progress import LiveView
 
@@ -348,8 +348,9 @@ class Run:
                  name: str | None = None, log_dir: str | os.PathLike | None = None, grace: float = 8.0,
                  nnodes: int = 1, node_rank: int = 0, rdzv_endpoint: str | None = None, rdzv_id: str | None = None,
                  rdzv_conf: dict | None = None, local_addr: str | None = None, prefix: Sequence[str] = (),
-                 hang_after: float | None = 2.0, stop_on_hang: bool = False):
+                 hang_after: float | None = 2.0, stop_on_hang: bool = False, launcher: Sequence[str] | None = None):
         self.hang_after, self.stop_on_hang = hang_after, stop_on_hang
+        self.launcher = list(launcher) if launcher else None   # the user's own torchrun / accelerate launch command
         self.hangwatch = None
         self.nnodes, self.node_rank, self.rdzv_endpoint = nnodes, node_rank, rdzv_endpoint
         self.rdzv_conf, self.local_addr, self.prefix = dict(rdzv_conf or {}), local_addr, list(prefix)
@@ -361,6 +362,11 @@ class Run:
         self.timeout, self.grace, self.host = timeout, max(grace, KILLED_BEFORE_ESCALATION_S), host
         self.env = {k: str(v) for k, v in (env or {}).items()}
         self.port = port
+        if self.launcher:  # the user's command says how many ranks, and what they run (the log folder comes below)
+            planned = user_launch(self.launcher, "-")
+            prog, self.nproc = planned.program, planned.nproc
+            self.target, self.args = (prog[1], prog[2:]) if prog[0] == "-m" else (prog[0], prog[1:])
+            nproc, target = self.nproc, self.target.rsplit(".", 1)[-1] if prog[0] == "-m" else self.target
         self.name = name or Path(target).stem
         stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
         self.run_id = f"{stamp}-{self.name}-{uuid.uuid4().hex[:6]}"
@@ -372,6 +378,8 @@ class Run:
         self.exited: float | None = None  # when torchrun was first seen gone (before the result is collected)
         self.stop_reason: str | None = None
         self.stop_time: float | None = None
+        if self.launcher:
+            self.user_launch = user_launch(self.launcher, self.log_dir)
         self.tails = {r: LogTail(self.log_dir / f"rank{r}.log") for r in range(nproc * nnodes)}
         self._seen: dict[int, psutil.Process] = {}
         self._gone: dict[int, tuple[float, int | None]] = {}   # rank -> (when first seen gone, exit status if read)
@@ -389,6 +397,8 @@ class Run:
 
     @property
     def command(self) -> list[str]:
+        if self.launcher:
+            return [*self.prefix, *self.user_launch.argv]
         return [*self.prefix, *self.spec.argv(sys.executable, shim_log_dir=self.log_dir)]
 
     def __repr__(self) -> str:
@@ -403,7 +413,7 @@ class Run:
 
     def start(self) -> "Run":
         picked = self.port is None
-        for attempt in range(5):
+        for attempt in range(0 if self.launcher else 5):  # the user's own command picks its port
             if picked:  # a free port can be taken before torchrun binds it (another world's ranks, say): pick again
                 self.port = free_port(self.host)
             if self.rdzv_endpoint is not None:  # the store lives elsewhere
@@ -416,7 +426,7 @@ class Run:
                     raise
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._claim.enter_context(machine.shared())  # waits while a measurement has the machine (machine.py)
-        if self.spec.workbook_program:
+        if not self.launcher and self.spec.workbook_program:
             env = child_env({**self.env, "NBH_RUN_DIR": str(self.log_dir)})  # NBH_RUN_DIR: procs.find_runs() finds strays
         else:  # the user's program gets the environment plain torchrun would give it, and that one name more
             env = {**os.environ, **self.env, "NBH_RUN_DIR": str(self.log_dir)}
