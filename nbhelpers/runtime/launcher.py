@@ -36,7 +36,8 @@ from nbhelpers.diagnosis.classify import top2_text
 from nbhelpers.diagnosis.culprit import KILLED_BEFORE_ESCALATION_S, RankView, exit_records, find_culprit
 from nbhelpers.diagnosis.redact import redact_text
 from nbhelpers.diagnosis.remedies import advice
-from nbhelpers.diagnosis.tracebacks import faulthandler_as_spy, where_from
+from nbhelpers.diagnosis.ownerror import own_failure
+from nbhelpers.diagnosis.tracebacks import faulthandler_as_spy, last_traceback, where_from
 from nbhelpers.errors import LaunchError, PortInUseError
 from nbhelpers.runtime import machine, procs
 from nbhelpers.runtime.events import parse_line
@@ -218,6 +219,8 @@ class RunResult:
         rule = self.verdict.failure
         if rule is None and self.status == "hang":  # stopped while ranks waited in a collective: what the timeout would say
             rule = Failure.COLLECTIVE_TIMEOUT
+        if rule is Failure.RANK_ERROR and self.verdict.culprit is not None:  # unless its own exception names the failure
+            rule = own_failure(last_traceback(self.logs.get(self.verdict.culprit, ""))) or rule
         return run_failure(rule, self.findings[0].failure if self.findings else None)
 
     @property

@@ -1,0 +1,32 @@
+"""A rank's own exception keeps the failure it names: real runs of two small DDP jobs."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = Path(__file__).parent / "data" / "scripts"
+
+
+@pytest.mark.parametrize("script,failure,remedy", [
+    ("read_too_early", "checkpoint_corrupt", "os.replace"),      # torch.load's bare EOFError on an empty file
+    ("loader_worker_killed", "worker_killed", "dmesg"),          # "DataLoader worker (pid N) is killed by signal"
+])
+def test_the_culprits_own_exception_names_the_failure_and_its_advice(script, failure, remedy, tmp_path, runs_dir):
+    out = subprocess.run([sys.executable, "-m", "nbhelpers", "run", "--json", "--timeout", "120",
+                          str(SCRIPTS / f"{script}.py"), str(tmp_path)], capture_output=True, text=True, timeout=200)
+    v = json.loads(out.stdout)
+    assert v["culprit_rank"] == 1 and v["category"] == failure, (v["category"], v["culprit_rank"], v["reason"])
+    assert any(remedy in r for r in v["remedies"]), v["remedies"]
+
+
+def test_an_exception_that_names_nothing_stays_the_ranks_own_error():
+    from nbhelpers.diagnosis.ownerror import own_failure
+    from nbhelpers.diagnosis.tracebacks import Frame, Where
+
+    user = [Frame("train.py", 40, "main")]
+    assert own_failure(Where("traceback", user, "ValueError", "shard 7 has no labels")) is None
+    load = user + [Frame("/venv/lib/python3.11/site-packages/torch/serialization.py", 1480, "load")]
+    assert own_failure(Where("traceback", load, "EOFError", "")).value == "checkpoint_corrupt"
+    assert own_failure(None) is None
