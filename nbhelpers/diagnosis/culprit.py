@@ -725,7 +725,7 @@ def exit_without_destroy(ev: Evidence) -> Verdict | None:
 
 
 def ddp_segfault(ev: Evidence) -> Verdict | None:
-    """Needs: exit records and faulthandler's dump in the logs (the launcher sets PYTHONFAULTHANDLER).
+    """Needs: exit records and faulthandler's dump in the logs (the rank shim turns faulthandler on in every rank).
     Concludes, naming nobody: every rank that died crashed with SIGSEGV inside DistributedDataParallel's
     constructor, which torch 2.13 does on gloo when TORCH_DISTRIBUTED_DEBUG=DETAIL is set (in
     c10d::Logger::set_env_variables): the environment, not a rank, is at fault."""
