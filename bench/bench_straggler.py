@@ -21,7 +21,7 @@ TITLE = "Straggler watch: named rank and seconds, false stragglers, sampling cos
 
 
 def job(args, nproc=2, **kw):
-    return supervise(example("train_straggler"), args, nproc=nproc, timeout=180, live=False, **kw)
+    return supervise(example("train_straggler"), args, nproc=nproc, timeout=600, live=False, **kw)
 
 
 def rows(reps: int) -> list[dict]:

@@ -156,7 +156,8 @@ def test_attach_all_gives_each_job_on_the_node_its_own_verdict(hung_job, tmp_pat
         assert cli(str(hung_job.pid), "--wait", "60", timeout=120).returncode == 1  # the hang has begun
         out = cli("--all", "--json", timeout=120)
         jobs = {j["job_pid"]: j for j in json.loads(out.stdout)["jobs"]}
-        assert set(jobs) == {hung_job.pid, healthy.pid}, out.stdout[-2000:]
+        assert {hung_job.pid, healthy.pid} <= set(jobs), out.stdout[-2000:]  # other tests' jobs may run here too
+        jobs = {pid: jobs[pid] for pid in (hung_job.pid, healthy.pid)}
         assert [r["rank"] for r in jobs[hung_job.pid]["ranks"]] == [0, 1] == [r["rank"] for r in jobs[healthy.pid]["ranks"]]
         assert jobs[hung_job.pid]["culprit_rank"] == 1 and jobs[healthy.pid]["culprit_rank"] is None, out.stdout
         assert jobs[hung_job.pid]["world"] != jobs[healthy.pid]["world"]

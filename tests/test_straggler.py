@@ -52,8 +52,8 @@ def test_nothing_counts_before_the_first_collective():
 
 
 def run(*args, nproc=2):
-    out = subprocess.run([sys.executable, "-m", "nbhelpers", "run", "--nproc", str(nproc), "--timeout", "150", "--json",
-                          str(SCRIPT), *args], capture_output=True, text=True, timeout=200)
+    out = subprocess.run([sys.executable, "-m", "nbhelpers", "run", "--nproc", str(nproc), "--timeout", "600", "--json",
+                          str(SCRIPT), *args], capture_output=True, text=True, timeout=700)
     return json.loads(out.stdout)
 
 

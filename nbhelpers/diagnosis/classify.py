@@ -647,8 +647,9 @@ RULES: list[Rule] = [
     # abseil's failure signal handler (absl/debugging/failure_signal_handler.cc), linked into jax, tensorflow, ray
     R("worker_killed", "received at time=", r"\*\*\* sig(segv|abrt|bus|fpe|ill) received at time=", 5),
     # CPython's faulthandler (Python/faulthandler.c) on a fatal signal ("Aborted" is left to the abort's own rules)
+    # (alone: after "Fatal Python error: Aborted" faulthandler itself may crash; that is the abort's, not a kill)
     R("worker_killed", "fatal python error:", r"fatal python error: (segmentation fault|bus error|floating point exception)",
-      4),
+      4, alone=True),
     # --- a third batch from the libraries' source, not from any corpus: torch's store, elastic, desync report, DETAIL
     #     fingerprints, older releases' wordings (torch 1.x launcher and watchdog), CUDA/cuDNN error names, NCCL's shm, proxy
     #     and socket paths, rdma-core's completion status texts, miniz's archive errors; where each is printed
