@@ -25,7 +25,8 @@ SETS = {"dev": REPO / "examples" / "faulty", "held-out": REPO / "tests" / "users
         "tenth set": REPO / "tests" / "userscripts_heldout10",
         "eleventh set": REPO / "tests" / "userscripts_heldout11", "twelfth set": REPO / "tests" / "userscripts_heldout12",
         "thirteenth set": REPO / "tests" / "userscripts_heldout13", "fourteenth set": REPO / "tests" / "userscripts_heldout14",
-        "fifteenth set": REPO / "tests" / "userscripts_heldout15", "sixteenth set": REPO / "tests" / "userscripts_heldout16"}
+        "fifteenth set": REPO / "tests" / "userscripts_heldout15", "sixteenth set": REPO / "tests" / "userscripts_heldout16",
+        "frameworks (dev)": REPO / "examples" / "frameworks"}
 
 
 def run(folder: Path, name: str) -> dict:
@@ -33,8 +34,8 @@ def run(folder: Path, name: str) -> dict:
 
     work = Path(tempfile.mkdtemp(prefix="nbh-bench-"))
     script = example(name, work, folder)
-    out = subprocess.run([sys.executable, "-m", "nbhelpers", "run", "--nproc", "2", "--timeout", "120", "--json",
-                          str(script)], capture_output=True, text=True, timeout=200, cwd=work)
+    out = subprocess.run([sys.executable, "-m", "nbhelpers", "run", "--nproc", "2", "--timeout", "300", "--json",
+                          str(script)], capture_output=True, text=True, timeout=400, cwd=work)
     shutil.rmtree(work, ignore_errors=True)
     return json.loads(out.stdout)
 
@@ -64,6 +65,11 @@ def rows(reps: int) -> list[dict]:
         for name, want in json.loads(expected.read_text()).items():
             if name.startswith("_"):
                 continue
+            if want.get("launch", "torchrun") != "torchrun":  # Lightning starting its own ranks: `run` cannot yet
+                out.append({"set": label, "script": name, "expected": f"{want['status']} / {want['category']}",
+                            "verdict": "not run: launched by `python` (the framework starts its ranks)",
+                            "right": "n/a", "torchrun Root Cause": "", "line": "", "s": 0.0})
+                continue
             print(f"  {label}: {name} ...", file=sys.stderr, flush=True)
             got = run(folder, name)
             out.append({"set": label, "script": name,
@@ -75,7 +81,8 @@ def rows(reps: int) -> list[dict]:
     for label in SETS:
         mine = [r for r in out if r["set"] == label]
         if mine:
+            scored = [r for r in mine if r["right"] != "n/a"]
             out.append({"set": label, "script": "TOTAL", "expected": "", "verdict": "",
-                        "right": f"{sum(r['right'] == 'yes' for r in mine)}/{len(mine)}", "torchrun Root Cause": "",
+                        "right": f"{sum(r['right'] == 'yes' for r in scored)}/{len(scored)}", "torchrun Root Cause": "",
                         "line": "", "s": round(sum(r["s"] for r in mine), 1)})
     return out

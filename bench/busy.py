@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         if not cmd:
             time.sleep(args.seconds)
             return 0
-        return subprocess.call(cmd)
+        return subprocess.call(cmd, env={**os.environ, "NBH_BUSY": str(len(loops))})  # tests can tell
     except KeyboardInterrupt:
         return 130
     finally:

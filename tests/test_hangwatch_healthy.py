@@ -38,5 +38,7 @@ def test_a_healthy_job_is_never_called_hung_nor_stopped(folder, name, tmp_path, 
     out = subprocess.run([sys.executable, "-m", "nbhelpers", "run", "--nproc", "2", "--timeout", "240", "--json",
                           "--stop-on-hang", str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     v = json.loads(out.stdout)
-    assert v["run_status"] == "ok" and v.get("hang") is None, (v["run_status"], v.get("hang"), v.get("summary"))
+    # every step ran, and nothing hung: a rank that then aborts in interpreter shutdown (gloo, torch 2.13, now and then
+    # under plain torchrun too) fails the run, but was never called hung nor stopped
+    assert v["finished"] and v["run_status"] != "hang" and v.get("hang") is None, (v["run_status"], v.get("hang"))
     assert v.get("straggler") is None, v["straggler"]

@@ -2,6 +2,8 @@
 import json
 import subprocess
 import sys
+
+import pytest
 from pathlib import Path
 
 from nbhelpers.diagnosis.straggler import StragglerTracker
@@ -62,11 +64,18 @@ def test_a_slow_data_path_is_named_live_with_its_line(runs_dir):
     # its start-up for longer than the watch's 10 s window and 2 s hold
     v = run("--cause", "data", "--slow-rank", "1", "--steps", "150")
     s = v["straggler"]
-    assert v["status"] == "ok" and s["rank"] == 1, v
+    assert v["finished"] and s["rank"] == 1, v  # every step ran (a rank may still abort at exit: RunResult.finished)
     assert "in __getitem__" in s["where"] and s["shares"]["1"] < s["shares"]["0"] - 0.3, s
     assert "backward (DDP's gradient all_reduce)" in s["peers_wait"]["0"], s
 
 
 def test_a_balanced_job_names_no_straggler(runs_dir):
-    v = run("--cause", "none", "--steps", "300")
-    assert v["status"] == "ok" and v["straggler"] is None, v["straggler"]
+    import os
+
+    from nbhelpers.runtime import machine
+
+    if os.environ.get("NBH_BUSY", "0") != "0":
+        pytest.skip("busy loops beside the test (bench/busy.py) give the ranks unequal CPU: a straggler there is real")
+    with machine.exclusive():  # no other world of the suite on the machine meanwhile, for the same reason
+        v = run("--cause", "none", "--steps", "300")
+    assert v["finished"] and v["straggler"] is None, v["straggler"]
