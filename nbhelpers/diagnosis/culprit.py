@@ -285,23 +285,28 @@ def torchrun_root_cause(torchrun_log: str) -> int | None:
 FAILURE_ENTRY = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\).*?\n\s*exitcode\s*:\s*(-?\d+)", re.M)
 
 
+def signal_name(returncode: int | None) -> str | None:
+    """``-11`` -> ``"SIGSEGV"`` (a return code as ``Popen`` gives it); None for an exit, or a number no signal has."""
+    import signal as _signal
+
+    try:
+        return _signal.Signals(-returncode).name if returncode is not None and returncode < 0 else None
+    except ValueError:
+        return None
+
+
 def exit_records(torchrun_log: str) -> dict[int, dict]:
     """Exit records as torchrun's ChildFailedError report gives them ("rank : 1 (local_rank: 1)", "exitcode : -6
     (pid: 25816)"), for logs that come without the workbook's own: exit code, and the signal when it is one.  A rank
     torchrun ended with SIGTERM after another failed counts as stopped (``stop_signal``), as the launcher records
     it; the last report in the log wins (a restarted job reports each attempt)."""
-    import signal as _signal
-
     found: dict[int, dict] = {}
     for m in FAILURE_ENTRY.finditer(torchrun_log):
         rank, code = int(m.group(1)), int(m.group(3))
         rec: dict = {"returncode": code, "local_rank": int(m.group(2))}
-        if code < 0:
-            try:
-                rec["signal"] = _signal.Signals(-code).name
-            except ValueError:
-                pass
-            if rec.get("signal") == "SIGTERM":
+        if name := signal_name(code):
+            rec["signal"] = name
+            if name == "SIGTERM":
                 rec["stop_signal"] = "SIGTERM"
         found[rank] = rec
     return found

@@ -122,6 +122,12 @@ def find_jobs() -> dict[int, list[RankProc]]:
     return {j: [ranks[r] for r in sorted(ranks)] for j, ranks in jobs.items()}
 
 
+def _pre(text: str) -> str:
+    import html
+
+    return "<pre>" + html.escape(text) + "</pre>"
+
+
 @dataclass
 class Attached:
     """A running job's ranks, where each one is, and the verdict over them."""
@@ -177,9 +183,7 @@ class Attached:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        import html
-
-        return "<pre>" + html.escape(self.text()) + "</pre>"
+        return _pre(self.text())
 
 
 @dataclass
@@ -200,9 +204,7 @@ class Jobs:
         return "\n\n".join([f"{len(self.jobs)} jobs", *(j.text() for j in self.jobs)])
 
     def _repr_html_(self) -> str:
-        import html
-
-        return "<pre>" + html.escape(self.text()) + "</pre>"
+        return _pre(self.text())
 
 
 def _verdict(ranks: list[RankProc], stacks: dict[int, str]) -> Verdict:

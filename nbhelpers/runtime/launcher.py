@@ -33,7 +33,7 @@ import psutil
 from nbhelpers.diagnosis.api import Failure, Verdict
 from nbhelpers.diagnosis.categories import CATEGORIES, run_failure
 from nbhelpers.diagnosis.classify import top2_text
-from nbhelpers.diagnosis.culprit import KILLED_BEFORE_ESCALATION_S, RankView, exit_records, find_culprit
+from nbhelpers.diagnosis.culprit import KILLED_BEFORE_ESCALATION_S, RankView, exit_records, find_culprit, signal_name
 from nbhelpers.diagnosis.redact import redact_text
 from nbhelpers.diagnosis.remedies import advice
 from nbhelpers.diagnosis.ownerror import own_failure
@@ -527,11 +527,7 @@ class Run:
                 code = report.get(r, {}).get("returncode")
             if code is None:
                 code = rec.get("python_exit", -signal.SIGTERM if rec.get("stop_signal") else None)
-            rec["returncode"] = code
-            try:
-                rec["signal"] = signal.Signals(-code).name if code is not None and code < 0 else None
-            except ValueError:
-                rec["signal"] = None
+            rec.update(returncode=code, signal=signal_name(code))
         return records
 
     def local_ranks(self) -> list[int]:
