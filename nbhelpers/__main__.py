@@ -282,8 +282,9 @@ def main(argv=None) -> int:
                     "(default: the one job running here)")
     at.add_argument("--all", action="store_true", help="every job here, one verdict each (for --merge: this node's part of each job)")
     at.add_argument("--json", action="store_true", help="one JSON object (with each rank's stack, for --merge)")
-    at.add_argument("--wait", type=nonnegative, default=0.0, metavar="S", help="look again every second for up "
-                    "to S seconds until a rank stands out (a job still starting, or not hung yet)")
+    at.add_argument("--wait", type=nonnegative, default=0.0, metavar="S", help="keep looking (twice a second) for up "
+                    "to S seconds until a hang shows (a job still starting, or not hung yet); without it attach "
+                    "looks for 2.5 s: a rank must wait 2 s in a collective while another is elsewhere and idle")
     at.add_argument("--merge", nargs="+", metavar="FILE", help="one verdict over several nodes' attach --json outputs "
                     "(or attach --profile --json outputs)")
     at.add_argument("--profile", type=positive(float), default=None, metavar="S", help="a job that runs but slowly: "

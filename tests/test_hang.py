@@ -32,6 +32,7 @@ def test_a_rank_waiting_while_another_is_elsewhere_is_a_hang_after_hang_after_se
     tr = H.HangTracker(hang_after=2.0)
     t = feed(tr, 100.0, 1.5, {0: IN_ALL_REDUCE, 1: IN_LOADER})
     assert tr.hang(t) is None  # 1.5 s: a slow step, not yet a hang
+    assert tr.why_not(t) == "no rank stayed 2 s in one collective call: the ranks are moving"
     t = feed(tr, t + 0.5, 0.5, {0: IN_ALL_REDUCE, 1: IN_LOADER})
     h = tr.hang(t)
     assert h is not None and set(h.waiting) == {0} and set(h.elsewhere) == {1}
@@ -43,6 +44,7 @@ def test_every_rank_at_the_same_call_is_no_hang_of_a_rank_here():
     tr = H.HangTracker(hang_after=2.0)
     t = feed(tr, 0.0, 5.0, {0: IN_ALL_REDUCE, 1: IN_ALL_REDUCE})
     assert tr.hang(t) is None
+    assert tr.why_not(t).startswith("ranks 0-1 in all_reduce at desync.py:73 in __call__: every rank here waits in the same call")
 
 
 def test_a_rank_that_moves_on_starts_its_clock_again():
@@ -88,6 +90,8 @@ def test_a_rank_elsewhere_that_is_working_makes_a_pause_not_a_hang():
     tr = H.HangTracker(hang_after=2.0)
     t = feed(tr, 0.0, 6.0, {0: IN_ALL_REDUCE, 1: BUSY})   # rank 1 computes while rank 0 waits: rank 0 evaluating
     assert tr.hang(t) is None
+    assert tr.why_not(t) == ("rank 0 in all_reduce at desync.py:73 in __call__, while rank 1 elsewhere is at work: "
+                             "a pause or a straggler so far, not a hang")
     t = feed(tr, t + 0.5, 2.0, {0: IN_ALL_REDUCE, 1: IN_LOADER})  # rank 1 now sleeps in its DataLoader: stuck
     h = tr.hang(t)
     assert h is not None and set(h.waiting) == {0} and set(h.elsewhere) == {1}
@@ -109,5 +113,6 @@ def test_a_waiting_rank_at_work_is_not_waiting_until_spin_after():
         tr.add(t, {0: IN_ALL_REDUCE, 1: IN_LOADER}, working={0: True})
         t += 0.5
     assert tr.hang(9.0) is None
+    assert tr.why_not(9.0).endswith("at work there (CUDA may spin while it waits): not called a hang before 10 s")
     tr.add(10.0, {0: IN_ALL_REDUCE, 1: IN_LOADER}, working={0: True})
     assert tr.hang(10.0) is not None  # 5 x hang_after at one call: waiting, whatever the CPU says

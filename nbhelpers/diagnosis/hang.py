@@ -136,3 +136,29 @@ class HangTracker:
             return None  # a rank elsewhere is at work (evaluating, saving, loading data): a pause, not a hang
         began = min(self.since[r][1] for r in waiting)
         return Hang(began, t, waiting, elsewhere)
+
+    def why_not(self, t: float) -> str:
+        """Why :meth:`hang` finds none at time ``t``, in a sentence (a verdict that names nobody)."""
+        long = {r: p for r, (p, t0) in self.since.items() if p and p.collective and t - t0 >= self.hang_after}
+        if not long:
+            return f"no rank stayed {self.hang_after:g} s in one collective call: the ranks are moving"
+        where = "; ".join(f"rank{'s' if len(rs) > 1 else ''} {rank_ranges(rs)} in {p}"
+                          for p, rs in _by_position(long).items())
+        elsewhere = {r: p for r, (p, _t0) in self.since.items() if r not in long}
+        busy = [r for r in elsewhere if self.working(r, t - self.hang_after)]
+        if busy:
+            return (f"{where}, while rank{'s' if len(busy) > 1 else ''} {rank_ranges(busy)} elsewhere "
+                    f"{'are' if len(busy) > 1 else 'is'} at work: a pause or a straggler so far, not a hang")
+        if not elsewhere and len(set(long.values())) < 2:
+            return f"{where}: every rank here waits in the same call, for the network or for a rank not on this node"
+        if elsewhere and all(p in set(long.values()) for p in elsewhere.values()):
+            return f"{where}: the others have just arrived at the same call"
+        return f"{where}, at work there (CUDA may spin while it waits): not called a hang before " \
+               f"{self.spin_after * self.hang_after:g} s"
+
+
+def _by_position(ranks: dict[int, Position]) -> dict[Position, list[int]]:
+    out: dict[Position, list[int]] = {}
+    for r, p in sorted(ranks.items()):
+        out.setdefault(p, []).append(r)
+    return out

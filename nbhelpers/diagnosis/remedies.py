@@ -76,7 +76,8 @@ REMEDIES: dict[Failure | Rule, tuple[str, ...]] = {
         "Otherwise compare the file size with the source, re-download or re-copy, and check free disk space."),
     Failure.DATALOADER_SHM: (
         "Give the container more shared memory: `docker run --shm-size=16g` or `--ipc=host` (notebook 04).",
-        "Short term: fewer workers or smaller batches; num_workers=0 only to confirm."),
+        "Short term: fewer workers or smaller batches; num_workers=0 only to confirm. A worker that only 'exited "
+        "unexpectedly' (no bus error) may have been killed instead: look in `dmesg` for the OOM killer."),
     Failure.OOM_IN_COLLECTIVE: (
         "Find the rank with 'out of memory' first: its memory use is the cause (notebook 01's stage timeline shows "
         "where it failed).",

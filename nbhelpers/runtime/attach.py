@@ -29,12 +29,12 @@ from pathlib import Path
 
 import psutil
 
-from nbhelpers.diagnosis.api import Verdict
+from nbhelpers.diagnosis.api import Rule, Verdict
 from nbhelpers.diagnosis.culprit import RankView
-from nbhelpers.diagnosis.hang import position, rank_ranges
+from nbhelpers.diagnosis.hang import Hang, HangTracker, position, rank_ranges
 from nbhelpers.diagnosis.straggler import Straggler, StragglerTracker
 from nbhelpers.errors import AttachError
-from nbhelpers.runtime.hangwatch import hang_verdict
+from nbhelpers.runtime.hangwatch import children_running, hang_verdict, io_moving
 from nbhelpers.runtime.stacks import dump_many
 
 __all__ = ["Attached", "Jobs", "Profiled", "RankProc", "attach", "attach_commands", "find_jobs", "merge",
@@ -135,6 +135,7 @@ class Attached:
     ranks: list[RankProc]
     stacks: dict[int, str]
     verdict: Verdict
+    hang: Hang | None = None   # what the looks showed: who waited where, for how long (None: no hang seen)
 
     @property
     def world(self) -> str | None:
@@ -163,7 +164,7 @@ class Attached:
                          "where": p.line if p else None, "collective": p.collective if p else None,
                          "position": str(p) if p else None, **({"stack": self.stacks.get(rp.rank, "")} if stacks else {})})
         return {"job_pid": self.job_pid, "world": self.world, "starting": _starting(self),
-                "culprit_rank": self.culprit_rank,
+                "culprit_rank": self.culprit_rank, "hang": self.hang.to_dict() if self.hang else None,
                 "culprit_where": self.verdict.where,
                 "rule": self.verdict.kind, "reason": self.verdict.reason, "evidence": self.verdict.evidence,
                 "groups": {k: rank_ranges(v) for k, v in self.groups().items()}, "ranks": rows}
@@ -175,6 +176,8 @@ class Attached:
         lines = [head, "where the ranks are:"]
         lines += [f"  rank{'s' if len(rs) > 1 else ''} {rank_ranges(rs)}: {w}" for w, rs in self.groups().items()]
         v = self.verdict
+        if self.hang:
+            lines.append(f"hang: {self.hang.text()}")
         lines.append(f"culprit: rank {v.culprit}" + (f" at {v.where}" if v.where else "") + f" ({v.kind}): {v.reason}"
                      if v.culprit is not None else f"no single rank stands out: {v.reason}")
         if _starting(self):
@@ -234,51 +237,62 @@ def _pick(jobs: dict[int, list[RankProc]], pid: int | None) -> list[int]:
                       "jobs running here: " + ", ".join(str(j) for j in jobs))
 
 
-def attach(pid: int | None = None, every_job: bool = False, wait: float = 0.0) -> Attached | Jobs:
-    """Read the stacks of a running job's ranks (the job of ``pid``, else the only one here) without stopping it,
-    and name the odd rank out; ``every_job``: every job here, each with its own verdict (:class:`Jobs`, or the one
-    :class:`Attached` when only one runs).  ``wait``: look again every second for up to that many seconds until a
-    rank stands out (a job still starting, or not hung yet)."""
-    if every_job:
-        jobs = find_jobs()
-        if not jobs:
-            _pick(jobs, None)  # raises: no job here
-        found = [_wait_for(j, wait) for j in jobs]
-        return found[0] if len(found) == 1 else Jobs(found)
-    return _wait_for(pid, wait)
+LOOK_EVERY = 0.5   # seconds between two looks at the ranks, as run's live hang watch
+HANG_AFTER = 2.0   # run's --hang-after default: the same rule names the same hang
 
 
-def _wait_for(pid: int | None, wait: float) -> Attached:
-    deadline = time.monotonic() + wait
-    seen = None  # the last look's (culprit, rule)
+def attach(pid: int | None = None, every_job: bool = False, wait: float = 0.0,
+           hang_after: float = HANG_AFTER) -> Attached | Jobs:
+    """Watch a running job's ranks (the job of ``pid``, else the only one here; ``every_job``: every job here, each
+    with its own verdict) without stopping them, the way ``run``'s live hang watch does: a look at their stacks
+    every half second, and a culprit named only once a rank has waited ``hang_after`` seconds in one collective
+    call while another is elsewhere and not at work (:class:`~nbhelpers.diagnosis.hang.HangTracker`).  One look
+    cannot tell a hang from a healthy job caught while one rank waits a millisecond for the other.  Returns at the
+    hang, or after ``max(wait, hang_after + LOOK_EVERY)`` seconds with nobody named and why."""
+    found = _watch(lambda jobs: list(jobs) if every_job and jobs else _pick(jobs, pid), wait, hang_after)
+    return found[0] if len(found) == 1 else Jobs(found)
+
+
+def _watch(pick, wait: float, hang_after: float) -> list[Attached]:
+    deadline = time.monotonic() + max(wait, hang_after + LOOK_EVERY)
+    trackers: dict[int, tuple[float, HangTracker]] = {}       # job -> (its first look, its tracker)
+    io: dict[tuple[int, int], tuple[float, int]] = {}
+    named: dict[int, Attached] = {}                            # job -> the look that named its hang
     while True:
         try:
-            found = _attach_once(pid)
-            named = (found.culprit_rank, found.verdict.kind)
-            # with time to wait, a verdict counts when two looks a second apart agree and no rank is still importing
-            # (a rank loading torch while another already waits in init_process_group is starting, not hung)
-            if found.culprit_rank is not None and (not wait or (named == seen and not _starting(found))):
-                return found
-            seen = named
-            if time.monotonic() >= deadline:
-                return found
+            jobs = find_jobs()
+            chosen = pick(jobs)
         except AttachError:
             if time.monotonic() >= deadline:
                 raise
-        time.sleep(1.0)
+            time.sleep(LOOK_EVERY)
+            continue
+        pids = {(j, rp.rank): rp.pid for j in chosen if j not in named for rp in jobs[j]}
+        stacks, now = dump_many(pids, nonblocking=True), time.time()
+        children, moving = children_running(pids), io_moving(pids, io, now)
+        found = []
+        for j in chosen:
+            if j in named:
+                found.append(named[j])
+                continue
+            st = {rp.rank: stacks[j, rp.rank] for rp in jobs[j]}
+            first, tracker = trackers.setdefault(j, (now, HangTracker(hang_after)))
+            tracker.add(now, st, {rp.rank: children[j, rp.rank] or moving[j, rp.rank] for rp in jobs[j]})
+            a = Attached(j, jobs[j], st, Verdict(None, Rule.NONE, ""))
+            a.hang = None if _starting(a) else tracker.hang(now)
+            a.verdict = _verdict(jobs[j], st) if a.hang else \
+                Verdict(None, Rule.NONE, f"no hang in the {now - first:.1f} s watched: {tracker.why_not(now)}")
+            if a.culprit_rank is not None:
+                named[j] = a
+            found.append(a)
+        if all(j in named for j in chosen) or time.monotonic() >= deadline:
+            return found
+        time.sleep(LOOK_EVERY)
 
 
 def _starting(found: Attached) -> bool:
     """A rank is still importing modules (py-spy shows frames of ``<frozen importlib._bootstrap>``)."""
     return any("<frozen importlib._bootstrap" in stack for stack in found.stacks.values())
-
-
-def _attach_once(pid: int | None) -> Attached:
-    jobs = find_jobs()
-    job = _pick(jobs, pid)[0]
-    ranks = jobs[job]
-    stacks = dump_many({rp.rank: rp.pid for rp in ranks}, nonblocking=True)
-    return Attached(job, ranks, stacks, _verdict(ranks, stacks))
 
 
 def merge(outputs: Iterable[dict | str | os.PathLike]) -> Attached | Jobs:
