@@ -24,6 +24,12 @@ def test_a_hang_is_named_live_with_its_line_long_before_the_timeout(tmp_path, ru
     assert 2.0 <= h["after_divergence_s"] < 60 / 4, h
     # the verdict after the stop, from the stacks the shims dumped, agrees
     assert v["culprit_rank"] == 1 and v["category"] == "collective_timeout", v
+    # and so do the ranks' collective records, rank 1's written on request while it waited in its DataLoader
+    rec = v["collectives"]
+    assert rec["ranks"] == [0, 1] and rec["missing_ranks"] == [1] and rec["culprit_rank"] == 1, rec
+    fd = rec["first_disagreement"]
+    assert fd["groups"][0]["ranks"] == [0] and fd["groups"][0]["op"] == "all_reduce", fd
+    assert fd["last_before"]["1"].startswith(f"#{fd['seq'] - 1} all_reduce"), fd
 
 
 @pytest.mark.parametrize("pause", ["eval", "save", "slowfs"])

@@ -6,6 +6,7 @@ environment, signal dispositions, modules.
 """
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -125,3 +126,45 @@ def test_the_rank_is_the_process_its_launcher_started_and_sees_what_plain_python
     for key in ("ppid", "sid", "pgid"):
         plain.pop(key), shimmed.pop(key)
     assert shimmed == plain
+
+
+COLLECTIVES = r"""
+import sys, time, torch, torch.distributed as dist
+dist.init_process_group("gloo", init_method="file://" + sys.argv[1], rank=0, world_size=1)
+for _ in range(3):
+    dist.all_reduce(torch.ones(4))
+dist.barrier()
+print("ready", flush=True)
+time.sleep(float(sys.argv[2]))
+"""
+
+
+def entries(tmp_path, rank="0"):
+    return pickle.loads((tmp_path / "logs" / "fr" / f"rank{rank}.pkl").read_bytes())["entries"]
+
+
+def test_the_collective_record_is_written_on_request_while_the_program_waits_and_at_its_end(tmp_path):
+    p = shim(tmp_path, ["-c", COLLECTIVES, str(tmp_path / "store"), "60"])
+    deadline = time.time() + 60
+    log = tmp_path / "logs" / "rank0.log"
+    while not (log.exists() and "ready" in log.read_text()) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not (tmp_path / "logs" / "fr" / "rank0.pkl").exists()  # nothing is written until asked
+    (tmp_path / "logs" / "fr" / "request").touch()
+    while not (tmp_path / "logs" / "fr" / "rank0.pkl").exists() and time.time() < deadline:
+        time.sleep(0.05)
+    got = entries(tmp_path)
+    assert [(e["collective_seq_id"], e["profiling_name"]) for e in got] == [
+        (1, "gloo:all_reduce"), (2, "gloo:all_reduce"), (3, "gloo:all_reduce"), (4, "gloo:barrier")], got
+    assert got[0]["input_sizes"] == [[4]] and not got[0].get("frames"), got[0]
+    p.terminate()
+    p.wait(timeout=30)
+    (tmp_path / "logs" / "fr" / "rank0.pkl").unlink()
+    p = shim(tmp_path, ["-c", COLLECTIVES, str(tmp_path / "store2"), "0"])  # ends by itself: written at the end
+    assert p.wait(timeout=60) == 0 and len(entries(tmp_path)) == 4
+
+
+def test_a_program_without_collectives_leaves_no_record(tmp_path):
+    p = shim(tmp_path, ["-c", "import torch.distributed; print('no collective')"])
+    assert p.wait(timeout=60) == 0 and record(tmp_path)["python_exit"] == 0
+    assert not (tmp_path / "logs" / "fr" / "rank0.pkl").exists()

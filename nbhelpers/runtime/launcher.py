@@ -170,7 +170,22 @@ def result_from_dir(log_dir: str | os.PathLike, launcher_log: str = "") -> "RunR
     verdict = find_culprit(views, status, None, torchrun_log, read_sources(views))
     return RunResult(Path(log_dir).name, status, len(views), 0.0, Path(log_dir), [], records, [],
                      {v.rank: v.log for v in views}, {v.rank: v.stack for v in views if v.stack}, torchrun_log,
-                     verdict, 0.0)
+                     verdict, 0.0, collectives=collective_record(Path(log_dir) / "fr", len(views)))
+
+
+def collective_record(fr_dir: Path, world: int | None) -> dict | None:
+    """The ranks' collective records that the rank shim wrote to ``fr_dir`` (one Flight Recorder record per rank),
+    compared: the first collective they disagree on, the ranks that never reached it
+    (:func:`~nbhelpers.diagnosis.flightrec.analyse`); None when no rank wrote one (no collective, or not run under
+    the shim)."""
+    from nbhelpers.diagnosis.flightrec import FRDumpError, analyse, read_dumps
+
+    if not fr_dir.is_dir() or not any(fr_dir.glob("rank*.pkl")):
+        return None
+    try:
+        return analyse(read_dumps(fr_dir), world).to_dict(table=False)
+    except FRDumpError:
+        return None
 
 
 @dataclass
@@ -196,6 +211,7 @@ class RunResult:
     hang: dict | None = None              # the hang named live while the ranks still hung (HangReport.to_dict)
     straggler: dict | None = None         # the rank the others waited for, named live (Straggler.to_dict + text)
     waiting: list | None = None           # [seconds since start, {rank: share of its recent samples spent waiting}]
+    collectives: dict | None = None       # the ranks' collective records compared (FRReport.to_dict), when written
 
     @property
     def finished(self) -> bool:
@@ -307,7 +323,7 @@ class RunResult:
                 "evidence_lines": [str(e) for e in (top.evidence if top and top.failure == self.failure else [])],
                 # the log classifier's two likeliest categories with their confidence (CLI, report, record)
                 "candidates": [] if self.ok else [f.candidate() for f in self.findings[:2]],
-                "hang": self.hang, "straggler": self.straggler,
+                "hang": self.hang, "straggler": self.straggler, "collectives": self.collectives,
                 "exit_codes": {str(r): rec.get("returncode") for r, rec in sorted(self.records.items())},
                 "finished": self.finished,
                 "log_dir": str(self.log_dir)}
@@ -336,6 +352,8 @@ class RunResult:
                      f" ({html.escape(h['reason'])}).</p>")
         if self.straggler:
             head += f"<p>Slow, not stuck: {html.escape(self.straggler['text'])}.</p>"
+        if self.collectives and not self.collectives["ok"]:
+            head += f"<p>The ranks' collective records: {html.escape(self.collectives['verdict'].splitlines()[0])}.</p>"
         if self.failure is not None:
             top2 = top2_text([f.candidate() for f in self.findings])
             head += (f"<p>Classified cause: <b>{html.escape(CATEGORIES[self.failure].title)}</b> "
@@ -555,9 +573,27 @@ class Run:
         if self.proc is None or self.proc.poll() is not None:
             return {}
         self.stop_reason, self.stop_time = reason, time.time()
+        self.request_record()
         self._dump_stacks()
         shims = [p for p in procs.alive(procs.snapshot(self.root)) if _is_shim(p)]
         return procs.stop_tree(self.root, first=[self.root, *shims], grace=self.grace)
+
+    def request_record(self, wait: float = 1.5) -> None:
+        """Ask every running rank for its collective record now (the rank shim's thread writes ``fr/rank<R>.pkl``
+        within 0.2 s, even while the rank waits in a collective) and wait up to ``wait`` s for them."""
+        request = self.log_dir / "fr" / "request"
+        if not request.parent.is_dir():
+            return
+        request.touch()
+        asked = request.stat().st_mtime_ns
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            running = [r for r, rec in self.records().items() if "end" not in rec and "python_end" not in rec]
+            fresh = [r for r in running if (p := self.log_dir / "fr" / f"rank{r}.pkl").exists()
+                     and p.stat().st_mtime_ns >= asked]
+            if len(fresh) == len(running):
+                return
+            time.sleep(0.05)
 
     def _dump_stacks(self) -> None:
         """Every running rank's stack, read at once before any rank is stopped (a rank torn down first would
@@ -585,6 +621,7 @@ class Run:
                     cleanup = self.stop("timeout")
                     break
                 if self.hangwatch is not None and self.early_verdict is None and self.hangwatch.poll() is not None:
+                    self.request_record()  # the records as they stand in the hang
                     view.update(force=True)
                     if self.stop_on_hang:
                         cleanup = self.stop("hang")
@@ -655,7 +692,8 @@ class Run:
                          records, events, logs, stacks, torchrun_log, verdict, self.started, self.stop_reason,
                          cleanup, None if verdict.culprit is None else named_s,
                          None if self.nnodes == 1 else mine, hang and hang.to_dict(), straggler,
-                         [[round(t - self.started, 2), shares] for t, shares in history] if history else None)
+                         [[round(t - self.started, 2), shares] for t, shares in history] if history else None,
+                         collective_record(self.log_dir / "fr", self.nproc if self.nnodes == 1 else None))
 
 
 def _is_shim(p: psutil.Process) -> bool:

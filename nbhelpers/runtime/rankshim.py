@@ -3,6 +3,7 @@
     python nbhelpers/runtime/rankshim.py --log-dir DIR -- train.py [args]
     python nbhelpers/runtime/rankshim.py --log-dir DIR -- -m nbhelpers.workers.probe [args]
     python nbhelpers/runtime/rankshim.py --log-dir DIR -- -c CODE [args]
+    python nbhelpers/runtime/rankshim.py --log-dir DIR --no-record -- train.py   # without the collective record
 
 It sets up what the workbook reads, then runs the program in this same process, as ``python train.py`` would
 (a ``__main__`` of its own that lives as long as the process, ``sys.argv``, ``sys.path[0]``).  So a supervised rank is the process torchrun
@@ -19,7 +20,16 @@ environment, signal dispositions and stdin.  What it adds:
   SIGTERM (torchrun or the launcher stopping the world) first writes every thread's stack to
   ``DIR/rank<R>.term.txt``, then takes its course (the default ends the rank; a handler the program sets
   itself replaces this one);
-- PR_SET_PDEATHSIG: the rank gets SIGTERM if torchrun's agent dies, so no rank outlives its launcher.
+- PR_SET_PDEATHSIG: the rank gets SIGTERM if torchrun's agent dies, so no rank outlives its launcher;
+- the rank's collective record, ``DIR/fr/rank<R>.pkl``: torch's Flight Recorder keeps, in every process that
+  uses torch.distributed, the last 2000 collectives it issued (sequence id, op, sizes, dtypes, group; on by
+  default, ``TORCH_FR_BUFFER_SIZE``), but gloo never writes it anywhere.  The shim writes it (without the
+  entries' stack frames: symbolising them costs seconds of CPU the first time) when the program is done, and
+  whenever ``DIR/fr/request`` changes: a thread of the shim's own looks five times a second, so it answers
+  while the program waits inside a collective.  A rank whose program fails writes the request itself and waits
+  up to a second for its local peers' records, before torchrun stops them.
+
+Nothing is set in the environment, no signal handler is added, no process is started.
 
 Only the standard library is imported here, and the program's tracebacks are printed without this file's
 frames: the log reads as plain torchrun's would.
@@ -36,9 +46,12 @@ import json  # noqa: E402
 import os  # noqa: E402
 import runpy  # noqa: E402
 import signal  # noqa: E402
+import threading  # noqa: E402
 import time  # noqa: E402
 
 PR_SET_PDEATHSIG = 1
+FR_LOOK_S = 0.2       # how often the record thread looks at the request file
+FR_PEERS_WAIT_S = 1.0  # how long a failing rank waits for its local peers' records
 
 
 def _save(path, record):
@@ -60,6 +73,81 @@ def _exit_code(code):
     if code is None:
         return 0
     return code & 0xFF if isinstance(code, int) else 1
+
+
+def _fr_write(path):
+    """Write this process's Flight Recorder record to ``path`` (whole or not at all); False when the program never
+    used torch.distributed or recorded no collective."""
+    c10d = sys.modules.get("torch._C._distributed_c10d")
+    dump = getattr(c10d, "_dump_fr_trace", None)
+    if dump is None:
+        return False
+    try:
+        data = dump(True, False)  # collectives, no stack frames
+    except Exception:  # noqa: BLE001 - a record is a bonus; the program's own outcome must not change for it
+        return False
+    if b"collective_seq_id" not in data:  # no entry
+        return False
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+    return True
+
+
+class _Recorder(threading.Thread):
+    """Writes the record each time the request file's mtime changes, until stopped."""
+
+    def __init__(self, request, path):
+        super().__init__(name="nbhelpers-collective-record", daemon=True)
+        self.request, self.path, self.halt = request, path, threading.Event()
+        self.seen = self._mtime()
+
+    def _mtime(self):
+        try:
+            return os.stat(self.request).st_mtime_ns
+        except OSError:
+            return None
+
+    def run(self):
+        while not self.halt.wait(FR_LOOK_S):
+            m = self._mtime()
+            if m is not None and m != self.seen:
+                self.seen = m
+                _fr_write(self.path)
+
+    def stop(self):
+        self.halt.set()
+        if self.is_alive():
+            self.join(FR_LOOK_S * 5)
+
+
+def _ask_peers(fr_dir, log_dir, rank):
+    """Ask the peers on this node for their records (touch the request) and wait, up to FR_PEERS_WAIT_S, until each
+    has written one since, or its program is done (it wrote its own then)."""
+    request = os.path.join(fr_dir, "request")
+    with open(request, "a"):
+        os.utime(request)
+    asked = os.stat(request).st_mtime_ns
+    peers = {int(n[4:-5]) for n in os.listdir(log_dir)
+             if n.startswith("rank") and n.endswith(".json") and n[4:-5].isdigit()} - {int(rank)}
+    deadline = time.monotonic() + FR_PEERS_WAIT_S
+    while peers and time.monotonic() < deadline:
+        time.sleep(0.05)
+        peers = {r for r in peers if not _answered(fr_dir, log_dir, r, asked)}
+
+
+def _answered(fr_dir, log_dir, rank, asked):
+    try:
+        if os.stat(os.path.join(fr_dir, f"rank{rank}.pkl")).st_mtime_ns >= asked:
+            return True
+    except OSError:
+        pass
+    try:
+        with open(os.path.join(log_dir, f"rank{rank}.json")) as f:
+            return "python_end" in json.load(f)
+    except (OSError, ValueError):
+        return False
 
 
 def _user_traceback(tb):
@@ -113,6 +201,7 @@ def main(argv):
     if len(argv) < 3 or argv[0] != "--log-dir" or "--" not in argv:
         sys.exit(__doc__)
     log_dir, target = argv[1], argv[argv.index("--") + 1:]
+    keep_record = "--no-record" not in argv[2:argv.index("--")]  # (bench/bench_record.py measures the record's cost)
     rank = os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0"))
     os.makedirs(log_dir, exist_ok=True)
     base = os.path.join(log_dir, f"rank{rank}")
@@ -129,12 +218,20 @@ def main(argv):
     term = open(base + ".term.txt", "w")  # kept open: faulthandler writes to its descriptor from the handler
     faulthandler.register(signal.SIGTERM, file=term, all_threads=True, chain=True)
     _parent_death_signal(signal.SIGTERM)
+    fr_dir = os.path.join(log_dir, "fr")
+    os.makedirs(fr_dir, exist_ok=True)
+    recorder = _Recorder(os.path.join(fr_dir, "request"), os.path.join(fr_dir, f"rank{rank}.pkl"))
+    if keep_record:
+        recorder.start()
 
     def finished(code):
-        """The program is done: write the exit Python is about to make, before its shutdown runs (the program's
-        atexit handlers, its threads joined).  Not in an atexit handler of ours: writing a file there lets other
-        threads take the GIL at a moment plain Python would not (a gloo thread that would abort the process at
-        exit finishes cleanly instead)."""
+        """The program is done: write its collective record and the exit Python is about to make, before its
+        shutdown runs (the program's atexit handlers, its threads joined).  Not in an atexit handler of ours:
+        writing a file there lets other threads take the GIL at a moment plain Python would not (a gloo thread
+        that would abort the process at exit finishes cleanly instead)."""
+        recorder.stop()
+        if keep_record and _fr_write(recorder.path) and code != 0:
+            _ask_peers(fr_dir, log_dir, rank)
         _save(base + ".json", {**record, "python_end": time.time(), "python_exit": code})
 
     try:

@@ -95,6 +95,8 @@ def verdict_text(res: RunResult, script: str | None = None) -> str:
                      + ("no single rank" if h["culprit"] is None else f"rank {h['culprit']} at {h['where']}"))
     if d.get("straggler"):
         lines.append(f"slow:     {d['straggler']['text']}")
+    if (rec := d.get("collectives")) and not rec["ok"]:
+        lines.append(f"record:   {rec['verdict'].splitlines()[0]}")
     if note := res.verdict.torchrun_note():
         lines.append(f"          ({note})")
     lines.append("evidence:")
