@@ -35,3 +35,12 @@ def test_notebooks_are_committed_without_outputs_and_with_parameters():
         assert not any(c.outputs for c in code), f"{path.name} has outputs"
         assert any("parameters" in c.metadata.get("tags", []) for c in code), f"{path.name} has no parameters cell"
         assert not any(c.source.startswith("%%writefile") for c in code)
+
+
+def test_every_data_file_the_package_reads_is_in_its_package_data():
+    from fnmatch import fnmatch
+
+    patterns = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["nbhelpers"]
+    data = REPO / "nbhelpers" / "data"
+    files = [p.relative_to(REPO / "nbhelpers").as_posix() for p in data.rglob("*") if p.is_file()]
+    assert files and [f for f in files if not any(fnmatch(f, pat) for pat in patterns)] == []

@@ -56,6 +56,7 @@ class Rule(str, Enum):
     UNMATCHED = "unmatched"         # waited in a collective no other rank calls
     DIFFERENT_COLLECTIVES = "different_collectives"  # ranks waited in different calls; the rank-conditional one named
     COLLECTIVE_IN_LOCK = "collective_in_lock"        # a collective inside a lock: the holder waits for ranks that wait
+    RANK_ONLY_COLLECTIVE = "rank_only_collective"    # a documented collective under a documented rank-zero condition
     UNREACHABLE = "unreachable"     # could not connect to the store or a peer
     ERROR = "error"                 # raised an error of its own
     UNKNOWN = "unknown"             # no rank stands out

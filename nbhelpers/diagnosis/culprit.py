@@ -18,6 +18,7 @@ from typing import Callable, Iterator
 
 from nbhelpers.diagnosis.api import Failure, Rule, Verdict
 from nbhelpers.diagnosis.hang import rank_ranges
+from nbhelpers.diagnosis.rankonly import rank_only_calls
 from nbhelpers.diagnosis.tracebacks import RANK_PREFIX, SPY_FRAME, Frame, Where, exceptions, stack_frames, where_from
 from nbhelpers.diagnosis.watchdog import SHORT_TIMEOUT_MS, timeout_ms
 
@@ -666,6 +667,39 @@ def _crashed_on(ev: Evidence, message: re.Pattern, signal: str | None = None) ->
     return f"rank{'s' if len(crashed) > 1 else ''} {', '.join(str(v.rank) for v in crashed)}", lines[:2]
 
 
+def rank_only_collective(ev: Evidence) -> Verdict | None:
+    """Needs: the user's source (the files the ranks' frames name) and a run that failed in its collectives (a
+    rank waited until the timeout or lost its peer, the run was stopped hung, or gloo aborted a rank on a size
+    mismatch; no rank died of an error of its own).  Concludes: a call the library documents as one every rank must
+    make (``accelerator.wait_for_everyone()``, ``self.log(..., sync_dist=True)``, the Trainer's ``evaluate()``, a
+    ``torch.distributed`` collective) sits under a condition the library documents as true on rank 0 only
+    (``is_main_process``, ``trainer.is_global_zero``, ``state.is_world_process_zero``, ``dist.get_rank() == 0``):
+    rank 0 makes collectives the others never match (:mod:`nbhelpers.diagnosis.rankonly`).  Rank 0 is named at
+    that line, whatever the stacks show: the frameworks defer such collectives into their own loops."""
+    if ev.status == "ok" or not ev.sources:
+        return None
+    mismatch = [v for v in ev.crashed_alone if v.record.get("signal") == "SIGABRT" and SIZE_MISMATCH.search(v.log)]
+    if len(mismatch) < len(ev.crashed_alone):
+        return None  # a rank died of something of its own: that comes first
+    if not mismatch and ev.status not in ("hang", "timeout", "interrupted") and \
+            not any(_is_victim_error(v.error) for v in ev.views):
+        return None
+    found = [c for path, text in ev.sources.items() for c in rank_only_calls(text, path)]
+    if not found or 0 not in ev.by_rank:
+        return None
+    c = found[0]
+    via = f" (which calls {c.via})" if c.via else ""
+    others = f"; {len(found) - 1} more such call{'s' if len(found) > 2 else ''} in the source" if len(found) > 1 else ""
+    v = ev.blame(0, Rule.RANK_ONLY_COLLECTIVE, f"{c.call}{via} at {c.file.rsplit('/', 1)[-1]}:{c.line} runs only "
+                 f"under `{c.guard}` (line {c.guard_line}), which holds on {c.holds_on} only, but {c.says}: rank 0 "
+                 f"makes collectives the other ranks never match{others}. Call it on every rank (keep only the "
+                 "printing or saving under the condition)",
+                 [f"line {c.guard_line}: {c.guard}", f"line {c.line}: {c.call}", f"documented: {c.source}"]
+                 + [f"rank {w.rank}: {w.error}" for w in ev.views if w.error][:2],
+                 Failure.COLLECTIVE_MISMATCH)
+    return replace(v, where=c.where)
+
+
 def size_mismatch(ev: Evidence) -> Verdict | None:
     """Needs: exit records (SIGABRT) and logs; tracebacks, faulthandler's dumps and source to settle it.
     Concludes: when the only ranks that died on their own aborted on a size mismatch, gloo aborted the rank that
@@ -1085,7 +1119,7 @@ def nobody_stands_out(ev: Evidence) -> Verdict:
 
 
 RULES: list[Callable[[Evidence], Verdict | None]] = [
-    passed, desync_rule, size_mismatch, model_mismatch, exit_without_destroy, ddp_segfault, same_error, race,
+    passed, desync_rule, rank_only_collective, size_mismatch, model_mismatch, exit_without_destroy, ddp_segfault, same_error, race,
     crashed, wrong_world, short_timeout, named, key_never_set,
     uneven_collectives, late, unmatched, different_collectives, collective_in_lock, outside_collective,
     furthest_behind, unreachable,

@@ -132,6 +132,11 @@ REMEDIES: dict[Failure | Rule, tuple[str, ...]] = {
         "branch (call it on every rank, with src=0 for a broadcast), or make every branch call the same sequence.",
         "TORCH_DISTRIBUTED_DEBUG=DETAIL reports the first mismatch at once for collectives called outside DDP "
         "(notebook 03).",),
+    Rule.RANK_ONLY_COLLECTIVE: (
+        "Call it on every rank and keep only the rank-0 work under the condition: `metrics = trainer.evaluate()` on "
+        "every process, then `if state.is_world_process_zero: print(...)`; `self.log(..., sync_dist=True)` on every "
+        "rank (or `rank_zero_only=True` without sync_dist); `accelerator.wait_for_everyone()` outside "
+        "`if accelerator.is_main_process:`. A longer timeout only makes the hang last longer.",),
     Rule.COLLECTIVE_IN_LOCK: (
         "Never call a collective while holding a lock other ranks need: build the cache under the lock, release "
         "it, then call the collective (or let one rank build it between two barriers, with no lock).",),

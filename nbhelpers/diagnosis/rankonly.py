@@ -1,0 +1,240 @@
+"""Collectives that only one rank makes, read from the source: a call every rank must make, under a condition that
+holds on one rank only.
+
+Both halves come from what the libraries document (``nbhelpers/data/rank_only.json``, each entry with its source):
+accelerate's ``wait_for_everyone()`` is a barrier and ``is_main_process`` is true on process 0 only; Lightning's
+``self.log(..., sync_dist=True)`` reduces across every process and ``trainer.is_global_zero`` is true on rank 0
+only; the Hugging Face Trainer's ``evaluate()`` gathers from every process and ``state.is_world_process_zero`` holds
+on process 0; any ``torch.distributed`` collective under ``dist.get_rank() == 0``.  Such a call is a collective
+the other ranks never match: the job hangs until the process-group timeout, or gloo aborts on the size mismatch
+when the other ranks' next collective happens to pair with it.  The frameworks defer some of these collectives (a
+Lightning metric is reduced at the end of the epoch, inside Lightning's own loop), so the ranks' stacks at the hang
+show only ``trainer.fit(...)``; the source shows the line.
+
+Read structurally (Python's ``ast``): the call is in the body of an ``if`` whose test is such a condition (alone or
+as one term of an ``and``), or in a function decorated ``@rank_zero_only``, or it is a call of a function of the same
+file that makes such a call itself (``save_checkpoint()`` calling ``wait_for_everyone()``, called under
+``if accelerator.is_main_process and ...:``).  A user's own variable names (``rank``, ``is_master``) are not read.
+"""
+from __future__ import annotations
+
+import ast
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+__all__ = ["RankOnlyCall", "rank_only_calls"]
+
+
+@dataclass(frozen=True)
+class RankOnlyCall:
+    """One collective call that only the ranks a condition names make."""
+    file: str
+    line: int            # the line of the call under the condition
+    func: str            # the function it is in
+    call: str            # its source text, shortened
+    guard_line: int
+    guard: str           # the condition's source text
+    holds_on: str        # "global rank 0", "local rank 0 of each node"
+    says: str            # what the library documents about the call
+    source: str          # where it documents it
+    via: str | None = None   # the collective inside the called function, when the call is one of the file's own
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line} in {self.func}: {self.call}"
+
+
+@lru_cache(maxsize=1)
+def _catalog() -> dict:
+    return json.loads(resources.files("nbhelpers").joinpath("data/rank_only.json").read_text())
+
+
+def _dist_aliases(tree: ast.AST) -> tuple[set[str], dict[str, str]]:
+    """Names bound to the torch.distributed module, and names imported from it (local name -> its name there)."""
+    modules, names = set(), {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name == "torch.distributed" and a.asname:
+                    modules.add(a.asname)
+        elif isinstance(node, ast.ImportFrom) and node.module in ("torch", "torch.distributed"):
+            for a in node.names:
+                if node.module == "torch" and a.name == "distributed":
+                    modules.add(a.asname or a.name)
+                elif node.module == "torch.distributed":
+                    names[a.asname or a.name] = a.name
+    return modules, names
+
+
+def _imports(tree: ast.AST, top: str) -> bool:
+    return any(isinstance(n, ast.Import) and any(a.name.split(".")[0] == top for a in n.names) or
+               isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] == top for n in ast.walk(tree))
+
+
+class _Reader:
+    def __init__(self, source: str, path: str):
+        self.source, self.path = source, path
+        self.tree = ast.parse(source)
+        self.modules, self.from_dist = _dist_aliases(self.tree)
+        self.transformers = _imports(self.tree, "transformers")
+        self.defs: dict[str, list[ast.AST]] = {}
+        for node in ast.walk(self.tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.defs.setdefault(node.name, []).append(node)
+        self.makes: dict[str, tuple[ast.Call, dict]] = {}   # the file's functions that make a collective
+        changed = True
+        while changed:  # to a fixed point: a function that calls one that does
+            changed = False
+            for name, nodes in self.defs.items():
+                if name in self.makes:
+                    continue
+                hit = next((h for fn in nodes for c in ast.walk(fn) if isinstance(c, ast.Call)
+                            and (h := self.collective(c, own=True))), None)
+                if hit:
+                    self.makes[name] = hit
+                    changed = True
+
+    def text(self, node: ast.AST, n: int = 100) -> str:
+        t = " ".join((ast.get_source_segment(self.source, node) or "").split())
+        return t if len(t) <= n else t[:n - 3] + "..."
+
+    def collective(self, call: ast.Call, own: bool = False) -> tuple[ast.Call, dict] | None:
+        """``(the library call, its catalog entry)`` when ``call`` makes a collective; ``own``: a call of one of this
+        file's own functions that makes one counts too (as the call inside it)."""
+        f = call.func
+        name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+        if name is None:
+            return None
+        for entry in _catalog()["collectives"]:
+            if name not in entry["names"]:
+                continue
+            if entry["kind"] == "torch.distributed":
+                if isinstance(f, ast.Attribute) and self._is_dist(f.value) or \
+                        isinstance(f, ast.Name) and self.from_dist.get(name) == name:
+                    return call, entry
+                continue
+            if not isinstance(f, ast.Attribute) or name in self.defs:
+                continue  # a method of the file's own of that name: read as one of its functions, below
+            if "receiver" in entry and _dotted(f.value).split(".")[-1] != entry["receiver"]:
+                continue
+            if "keyword" in entry and not any(k.arg == entry["keyword"] and isinstance(k.value, ast.Constant)
+                                              and k.value.value is True for k in call.keywords):
+                continue
+            if entry.get("imports") == "transformers" and not self.transformers:
+                continue
+            return call, entry
+        if own and name in self.makes and (isinstance(f, ast.Name) or isinstance(f, ast.Attribute) and
+                                           isinstance(f.value, ast.Name) and f.value.id in ("self", "cls")):
+            return self.makes[name]
+        return None
+
+    def _is_dist(self, node: ast.AST) -> bool:
+        if isinstance(node, ast.Name):
+            return node.id in self.modules
+        return isinstance(node, ast.Attribute) and node.attr == "distributed" and isinstance(node.value, ast.Name) \
+            and node.value.id == "torch"
+
+    def condition(self, test: ast.AST) -> dict | None:
+        """The catalog entry of the rank-only condition ``test`` is, or holds as a term of an ``and``; None."""
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+            return next((c for v in test.values if (c := self.condition(v))), None)
+        for entry in _catalog()["conditions"]:
+            kind = entry["kind"]
+            if kind == "flag" and _flag(test) in entry["names"]:
+                return entry
+            if kind in ("rank_is_zero", "env_is_zero") and (v := _is_zero(test)) is not None:
+                if kind == "rank_is_zero" and (_called(v) in entry["names"] or
+                                               isinstance(v, ast.Attribute) and v.attr in entry["names"]):
+                    return entry
+                if kind == "env_is_zero" and _env_name(v) in entry["names"]:
+                    return entry
+        return None
+
+
+def _flag(node: ast.AST) -> str | None:
+    """``x.is_main_process`` / ``x.is_world_process_zero()`` -> the attribute's name."""
+    if isinstance(node, ast.Call) and not node.args:
+        node = node.func
+    return node.attr if isinstance(node, ast.Attribute) else None
+
+
+def _is_zero(test: ast.AST) -> ast.AST | None:
+    """The value compared with zero in ``v == 0`` / ``0 == v`` / ``not v`` / ``v == "0"``."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return test.operand
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.Is)):
+        a, b = test.left, test.comparators[0]
+        zero = lambda n: isinstance(n, ast.Constant) and n.value in (0, "0")  # noqa: E731
+        return a if zero(b) else b if zero(a) else None
+    return None
+
+
+def _called(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Call):
+        f = node.func
+        return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+    return None
+
+
+def _env_name(node: ast.AST) -> str | None:
+    """``os.environ["RANK"]``, ``os.environ.get("RANK")``, ``os.getenv("RANK")``, each maybe in ``int(...)``."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "int" and node.args:
+        node = node.args[0]
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and _dotted(node.value) == "os.environ":
+        return node.slice.value
+    if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) and \
+            _dotted(node.func) in ("os.environ.get", "os.getenv"):
+        return node.args[0].value
+    return None
+
+
+def _dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    return f"{_dotted(node.value)}.{node.attr}" if isinstance(node, ast.Attribute) else ""
+
+
+def rank_only_calls(source: str, path: str) -> list[RankOnlyCall]:
+    """Every collective call in ``source`` that only the rank(s) of a documented rank-only condition make, in the
+    order of the file; [] when the source does not parse."""
+    try:
+        r = _Reader(source, path)
+    except (SyntaxError, ValueError):
+        return []
+    found: dict[int, RankOnlyCall] = {}
+
+    def visit(node: ast.AST, func: str, guard: tuple[ast.AST, dict] | None) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            deco = next((d for d in node.decorator_list if (_dotted(d) or _called(d) or "").split(".")[-1]
+                         in _names("decorator")), None)
+            entry = next(e for e in _catalog()["conditions"] if e["kind"] == "decorator") if deco else None
+            for child in node.body:
+                visit(child, node.name, (deco, entry) if deco else None)
+            return
+        if isinstance(node, ast.If):
+            entry = r.condition(node.test)
+            for child in node.body:
+                visit(child, func, (node, entry) if entry else guard)
+            for child in node.orelse:
+                visit(child, func, guard)
+            return
+        if isinstance(node, ast.Call) and guard is not None:
+            hit = r.collective(node, own=True)
+            if hit and node.lineno not in found:
+                inner, entry = hit
+                g, cond = guard
+                gtext = f"if {r.text(g.test)}:" if isinstance(g, ast.If) else f"@{r.text(g)}"
+                found[node.lineno] = RankOnlyCall(path, node.lineno, func, r.text(node), g.lineno, gtext,
+                                                  cond["holds_on"], entry["says"], entry["source"],
+                                                  None if inner is node else r.text(inner))
+        for child in ast.iter_child_nodes(node):
+            visit(child, func, guard)
+
+    visit(r.tree, "<module>", None)
+    return [found[k] for k in sorted(found)]
+
+
+def _names(kind: str) -> set[str]:
+    return {n for e in _catalog()["conditions"] if e["kind"] == kind for n in e["names"]}
