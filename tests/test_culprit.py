@@ -125,7 +125,10 @@ def evidence(name: str) -> tuple[C.Evidence, dict]:
 
 
 # runs a later rule decides, the culprit unchanged: run -> the rule's name now (the recording keeps the old one)
-RULE_SINCE = {"user-bcast-rank0": "rank_only_collective"}   # 2026-12-07: read from the documented condition
+RULE_SINCE = {"user-bcast-rank0": "rank_only_collective",   # 2026-12-07: read from the documented condition
+              # 2026-12-07: one Rule member per rule function (the rules that shared "late", "mismatch", "named")
+              "user-busy-rank": "outside_collective", "user-loader-hang": "outside_collective",
+              "user-ddp-shapes": "model_mismatch", "user-store-gate": "key_never_set", "user-store-key": "key_never_set"}
 
 
 @pytest.mark.parametrize("name", sorted(DECIDED_BY))
@@ -600,3 +603,16 @@ def test_ranks_that_resumed_at_different_points_name_the_one_that_resumed_apart(
     assert v.culprit == 1 and "resumed at different points" in v.reason and "earlier point" in v.reason, v
     # a rank that resumed where its peer logged no resume at all is not this (master-only resume: rank 0 alone)
     assert evidence("user-resume-master-only")[0].resumed_apart is None
+
+
+def test_each_rule_concludes_with_a_rule_name_of_its_own():
+    """The JSON's culprit_kind says which rule decided: every function in RULES names one Rule member in its verdicts,
+    and no two functions share one."""
+    import inspect
+    import re
+
+    used = {r.__name__: set(re.findall(r"Rule\.([A-Z_]+)", inspect.getsource(r))) for r in C.RULES}
+    assert {name: ms for name, ms in used.items() if len(ms) != 1} == {}
+    members = [ms.pop() for ms in used.values()]
+    assert len(members) == len(set(members)), members
+    assert set(members) <= {m.name for m in Rule}

@@ -81,7 +81,7 @@ def test_whole_run_timeout_stops_every_rank_and_keeps_their_stacks(runs_dir):
     run.timeout = run.elapsed + 2
     res = run.wait(live=False)
     assert res.status == "timeout"
-    assert res.culprit == 1 and res.verdict.kind == "late"
+    assert res.culprit == 1 and res.verdict.kind == "outside_collective"
     assert "all_reduce" in res.stack(0) and "inject" in res.stack(1)
     pids = [res.records[r]["pid"] for r in (0, 1)]
     assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]

@@ -43,6 +43,7 @@ class Rule(str, Enum):
     NONE = "none"                   # the run passed
     DESYNC = "desync"               # traced collective sequences disagree
     MISMATCH = "mismatch"           # a rank aborted on a size mismatch: not necessarily the one at fault
+    MODEL_MISMATCH = "model_mismatch"  # DDP refused a model whose parameters differ from rank 0's
     EXIT_WITHOUT_DESTROY = "exit_without_destroy"  # aborted in Python's shutdown, group never destroyed
     DDP_SEGFAULT = "ddp_segfault"   # every rank crashed in DDP's constructor: the environment, not a rank
     SAME_ERROR = "same_error"       # every rank raised the same error at the same line: what they share is at fault
@@ -51,8 +52,11 @@ class Rule(str, Enum):
     WRONG_WORLD = "wrong_world"     # waited for a rank that does not exist: its world size or rank is wrong
     SHORT_TIMEOUT = "short_timeout"  # gave up after less than a second: the timeout's value (or unit) is the fault
     NAMED = "named"                 # a waiting rank's error names whom it waited for
+    KEY_NEVER_SET = "key_never_set"  # ranks waited for a store key of the script's own that a rank never set
     UNEVEN = "uneven"               # kept calling collectives after a peer had finished (uneven inputs)
     LATE = "late"                   # had not reached the stage the others failed in
+    OUTSIDE_COLLECTIVE = "outside_collective"  # outside any collective while the others waited in one
+    FURTHEST_BEHIND = "furthest_behind"        # stopped from outside: the rank that had started the fewest stages
     UNMATCHED = "unmatched"         # waited in a collective no other rank calls
     DIFFERENT_COLLECTIVES = "different_collectives"  # ranks waited in different calls; the rank-conditional one named
     COLLECTIVE_IN_LOCK = "collective_in_lock"        # a collective inside a lock: the holder waits for ranks that wait

@@ -729,7 +729,7 @@ def model_mismatch(ev: Evidence) -> Verdict | None:
     if found is None:
         return None
     who, lines = found
-    return ev.nobody(Rule.MISMATCH, f"{who} built a model whose parameters differ from rank 0's, and DDP's "
+    return ev.nobody(Rule.MODEL_MISMATCH, f"{who} built a model whose parameters differ from rank 0's, and DDP's "
                      "constructor refused it: the ranks built their models from something of their own (a vocabulary "
                      "or label set read from each rank's shard, a per-rank config). Build it from the same data on "
                      "every rank, or build it on rank 0 and broadcast_object_list it", lines,
@@ -907,7 +907,7 @@ def key_never_set(ev: Evidence) -> Verdict | None:
     others = [v for v in ev.views if v.rank not in waiting]
     key = next(iter(waiting.values()))[0] if waiting else None
     if waiting and not others:
-        return ev.nobody(Rule.UNKNOWN, f"every rank timed out waiting for the store key `{key}`, a key of the "
+        return ev.nobody(Rule.KEY_NEVER_SET, f"every rank timed out waiting for the store key `{key}`, a key of the "
                          "script's own, and no rank set it: a gate that no rank opens (a counter never reset between "
                          "rounds, a key whose name changed, a rank expected to set it that waits too). Read where the "
                          "key is set; a dist.barrier() does this without a hand-made protocol",
@@ -919,7 +919,7 @@ def key_never_set(ev: Evidence) -> Verdict | None:
         return None  # it failed on its own: its error says more (crashed, own_error)
     at = f" ({v.position.describe()})" if v.position else ""
     who = ", ".join(str(r) for r in sorted(waiting))
-    return ev.blame(v.rank, Rule.NAMED, f"rank{'s' if len(waiting) > 1 else ''} {who} timed out waiting for the store "
+    return ev.blame(v.rank, Rule.KEY_NEVER_SET, f"rank{'s' if len(waiting) > 1 else ''} {who} timed out waiting for the store "
                     f"key `{key}`, a key of the script's own, and rank {v.rank} never waited for it: it had gone on"
                     f"{at}. The rank that was to set it did not: a path that returns before `store.set` (a cache found "
                     "on disk, an early exit), or a key set under another name. Set it on every path, or have every "
@@ -992,43 +992,58 @@ def named(ev: Evidence) -> Verdict | None:
                     f"(rank {r} was in {ev.by_rank[r].last_seen(ev.t_fail)})", [f"rank {waiter.rank}: {waiter.error}"])
 
 
-def late(ev: Evidence) -> Verdict | None:
-    """Needs: stage events.  Concludes: when the first rank failed, the ranks that had not yet reached the
-    stage it failed in are late (a straggler, a rank stuck outside the collective, a rank that never
-    joined).  Refined to ``unmatched`` when the late rank was itself waiting in a collective inside a stage
-    the first rank had finished without one: a collective only it calls."""
+def _behind(ev: Evidence) -> tuple[str, list[RankView]] | None:
+    """The stage the first rank failed in and the ranks that had not reached it (some, not all), else None."""
     if ev.first is None:
         return None
-    first = ev.by_rank[ev.first]
-    started = first.stages_started(ev.t_fail)
+    started = ev.by_rank[ev.first].stages_started(ev.t_fail)
     stage = started[-1] if started else None
     behind = [v for v in ev.views if stage and stage not in v.stages_started(ev.t_fail + 0.05)]
-    if not behind or len(behind) >= ev.world:
-        return None
-    v = behind[0]
-    first_err = [f"rank {ev.first}: {first.error or _signal_text(first.record)}"]
-    why = _unmatched(v, [first], ev.t_fail)
-    if why:
-        return ev.blame(v.rank, Rule.UNMATCHED, why + f"; rank {ev.first} then timed out in {stage}",
-                        first_err + ([v.error] if v.error else []) + [_stack_line(w) for w in behind if w.stack])
-    return ev.blame(v.rank, Rule.LATE, f"rank {ev.first} failed in {stage} while rank {v.rank} had not reached it "
-                    f"(rank {v.rank} was last seen in {v.last_seen(ev.t_fail)})",
-                    first_err + [_stack_line(w) for w in behind if w.stack])
+    return (stage, behind) if behind and len(behind) < ev.world else None
 
 
 def unmatched(ev: Evidence) -> Verdict | None:
-    """Needs: stage events and stack dumps.  Concludes: the first rank to fail waited in a collective
-    inside a stage every other rank had finished: a collective only it calls (a broadcast inside ``if rank
-    == 0:`` checkpoint-loading code), whoever timed out first.  A collective mismatch, as when the ranks' calls
-    are read from their stacks (:func:`different_collectives`)."""
+    """Needs: stage events and stack dumps.  Concludes: a rank waited in a collective inside a stage its peers had
+    finished without one: a collective only it calls (a broadcast inside ``if rank == 0:`` checkpoint-loading
+    code), whoever timed out first.  Either a rank that had not reached the stage the first rank failed in, waiting
+    in a collective of a stage the first had finished (it is named, not the first), or, when every rank had reached
+    that stage, the first rank to fail itself.  A collective mismatch, as when the ranks' calls are read from their
+    stacks."""
     if ev.first is None:
         return None
+    first = ev.by_rank[ev.first]
+    first_err = [f"rank {ev.first}: {first.error or _signal_text(first.record)}"]
+    found = _behind(ev)
+    if found:
+        stage, behind = found
+        v = behind[0]
+        why = _unmatched(v, [first], ev.t_fail)
+        if not why:
+            return None  # late: it had not reached the stage, and was not waiting in a collective of its own
+        return ev.blame(v.rank, Rule.UNMATCHED, why + f"; rank {ev.first} then timed out in {stage}",
+                        first_err + ([v.error] if v.error else []) + [_stack_line(w) for w in behind if w.stack])
     others = [v for v in ev.views if v.rank != ev.first]
-    why = _unmatched(ev.by_rank[ev.first], others, ev.t_fail)
+    why = _unmatched(first, others, ev.t_fail)
     if not why:
         return None
-    return ev.blame(ev.first, Rule.UNMATCHED, why, [f"rank {ev.first}: {ev.by_rank[ev.first].error}"]
+    return ev.blame(ev.first, Rule.UNMATCHED, why, [f"rank {ev.first}: {first.error}"]
                     + [f"rank {v.rank}: {v.error}" for v in others if v.error], Failure.COLLECTIVE_MISMATCH)
+
+
+def late(ev: Evidence) -> Verdict | None:
+    """Needs: stage events.  Concludes: when the first rank failed, the ranks that had not yet reached the
+    stage it failed in are late (a straggler, a rank stuck outside the collective, a rank that never
+    joined); the first of them is named (:func:`unmatched`, before this rule, takes the late rank that was itself
+    waiting in a collective only it calls)."""
+    found = _behind(ev)
+    if not found:
+        return None
+    stage, behind = found
+    v, first = behind[0], ev.by_rank[ev.first]
+    return ev.blame(v.rank, Rule.LATE, f"rank {ev.first} failed in {stage} while rank {v.rank} had not reached it "
+                    f"(rank {v.rank} was last seen in {v.last_seen(ev.t_fail)})",
+                    [f"rank {ev.first}: {first.error or _signal_text(first.record)}"]
+                    + [_stack_line(w) for w in behind if w.stack])
 
 
 def collective_in_lock(ev: Evidence) -> Verdict | None:
@@ -1059,7 +1074,7 @@ def outside_collective(ev: Evidence) -> Verdict | None:
     if not outside or not inside:
         return None
     v = outside[0]
-    return ev.blame(v.rank, Rule.LATE, f"rank {v.rank} was not in any collective while "
+    return ev.blame(v.rank, Rule.OUTSIDE_COLLECTIVE, f"rank {v.rank} was not in any collective while "
                     f"{'rank ' + str(ev.first) if ev.first is not None else 'the others'} waited: it was "
                     f"{_stack_line(v).split(': ', 1)[1]}", [f"rank {w.rank}: {w.error}" for w in inside if w.error]
                     + [_stack_line(w) for w in inside[:3] if not w.error and w.stack] + [_stack_line(v)])
@@ -1074,7 +1089,7 @@ def furthest_behind(ev: Evidence) -> Verdict | None:
     if len(set(progress.values())) <= 1:
         return None
     r = min(progress, key=progress.get)
-    return ev.blame(r, Rule.LATE, f"at the {ev.status}, rank {r} was furthest behind "
+    return ev.blame(r, Rule.FURTHEST_BEHIND, f"at the {ev.status}, rank {r} was furthest behind "
                     f"(last seen in {ev.by_rank[r].last_seen(ev.t_fail)})", [_stack_line(ev.by_rank[r])])
 
 
@@ -1121,7 +1136,7 @@ def nobody_stands_out(ev: Evidence) -> Verdict:
 RULES: list[Callable[[Evidence], Verdict | None]] = [
     passed, desync_rule, rank_only_collective, size_mismatch, model_mismatch, exit_without_destroy, ddp_segfault, same_error, race,
     crashed, wrong_world, short_timeout, named, key_never_set,
-    uneven_collectives, late, unmatched, different_collectives, collective_in_lock, outside_collective,
+    uneven_collectives, unmatched, late, different_collectives, collective_in_lock, outside_collective,
     furthest_behind, unreachable,
     own_error, nobody_stands_out,
 ]

@@ -144,6 +144,13 @@ REMEDIES: dict[Failure | Rule, tuple[str, ...]] = {
         "Find out why that rank is late: its stack dump shows where it was. Data loading, a rank-0-only "
         "step (checkpointing, evaluation, logging) or an `if rank == ...` branch are the usual places. A longer "
         "timeout only makes the hang last longer.",),
+    Rule.OUTSIDE_COLLECTIVE: (
+        "That rank was doing something else while the others waited in a collective: its stack dump shows where "
+        "(a DataLoader that never returns, a file it waits for, a rank-0-only step). Make that step finish, or let "
+        "every rank wait for it at one barrier. A longer timeout only makes the hang last longer.",),
+    Rule.FURTHEST_BEHIND: (
+        "The run was stopped before any rank failed; that rank had done the least. Its stack dump shows where it "
+        "was: slow data, a rank-only step, or a wait of its own.",),
     Rule.SHORT_TIMEOUT: (
         "Give the timeout in seconds or minutes: init_process_group(timeout=timedelta(minutes=10)) and the same on "
         "every new_group and store you create (a separate gloo group for objects has its own). Check the unit where "
@@ -152,6 +159,9 @@ REMEDIES: dict[Failure | Rule, tuple[str, ...]] = {
     Rule.NAMED: (
         "That rank never reached init_process_group (or reached it elsewhere): check it started, that every "
         "rank got the same MASTER_ADDR/MASTER_PORT, and what it was doing (its stack dump).",),
+    Rule.KEY_NEVER_SET: (
+        "Set the store key on every path of the rank that owns it (also when it finds a cache on disk or returns "
+        "early), or replace the hand-made key protocol with a dist.barrier() every rank reaches.",),
     Rule.SAME_ERROR: (
         "Every rank failed the same way at the same line, so no rank is to blame: fix what they all share (the file "
         "they read, the configuration, the code). A restart of the same job fails the same way.",),
@@ -180,6 +190,10 @@ REMEDIES: dict[Failure | Rule, tuple[str, ...]] = {
         "The ranks called a collective with different sizes (or different collectives). Rerun with "
         "TORCH_DISTRIBUTED_DEBUG=DETAIL: every rank then raises an error that names the shapes and ranks "
         "instead of one rank aborting (notebooks 02 and 03).",),
+    Rule.MODEL_MISMATCH: (
+        "Build the model from the same data on every rank: a vocabulary, label set or config computed from each "
+        "rank's own shard differs between ranks. Compute it once (rank 0) and broadcast_object_list it, or read it "
+        "from one shared file.",),
     Rule.EXIT_WITHOUT_DESTROY: (
         "Nothing hung and no step failed: the rank aborted while Python shut down because the script never "
         "called dist.destroy_process_group(). Wait on async collectives (`work.wait()`), then call "
