@@ -15,20 +15,8 @@ from nbhelpers.runtime.launcher import read_run_dir, read_sources
 
 RUNS = Path(__file__).resolve().parent / "data" / "runs"
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "faulty"
-HELDOUT2 = Path(__file__).resolve().parent / "userscripts_heldout2"
-HELDOUT3 = Path(__file__).resolve().parent / "userscripts_heldout3"
-HELDOUT4 = Path(__file__).resolve().parent / "userscripts_heldout4"
-HELDOUT5 = Path(__file__).resolve().parent / "userscripts_heldout5"
-HELDOUT6 = Path(__file__).resolve().parent / "userscripts_heldout6"
-HELDOUT7 = Path(__file__).resolve().parent / "userscripts_heldout7"
-HELDOUT8 = Path(__file__).resolve().parent / "userscripts_heldout8"
-HELDOUT9 = Path(__file__).resolve().parent / "userscripts_heldout9"
-HELDOUT10 = Path(__file__).resolve().parent / "userscripts_heldout10"
-HELDOUT11 = Path(__file__).resolve().parent / "userscripts_heldout11"
-HELDOUT12 = Path(__file__).resolve().parent / "userscripts_heldout12"
-HELDOUT13 = Path(__file__).resolve().parent / "userscripts_heldout13"
-HELDOUT14 = Path(__file__).resolve().parent / "userscripts_heldout14"
-HELDOUT = Path(__file__).resolve().parent / "userscripts_heldout"
+# every set of users' scripts, where the recorded runs' frames point (found by glob: a new set is read at once)
+SCRIPT_SETS = [EXAMPLES, *sorted(Path(__file__).resolve().parent.glob("userscripts_*"))]
 
 DECIDED_BY = {  # recorded run -> the rule that must decide it
     "healthy": C.passed,
@@ -121,7 +109,7 @@ EXPECTED_FAILURE = {  # what each user-script run must be called, besides its cu
 def evidence(name: str) -> tuple[C.Evidence, dict]:
     views, torchrun_log = read_run_dir(RUNS / name)
     meta = json.loads((RUNS / name / "run.json").read_text())
-    return C.Evidence(views, meta["status"], None, torchrun_log, read_sources(views, [EXAMPLES, HELDOUT, HELDOUT2, HELDOUT3, HELDOUT4, HELDOUT5, HELDOUT6, HELDOUT7, HELDOUT8, HELDOUT9, HELDOUT10, HELDOUT11, HELDOUT12, HELDOUT13, HELDOUT14])), meta
+    return C.Evidence(views, meta["status"], None, torchrun_log, read_sources(views, SCRIPT_SETS)), meta
 
 
 # runs a later rule decides, the culprit unchanged: run -> the rule's name now (the recording keeps the old one)
