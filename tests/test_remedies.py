@@ -21,6 +21,14 @@ def test_advice_puts_the_culprit_rule_first_and_never_repeats():
     assert advice(Rule.UNKNOWN, None) == list(REMEDIES[Rule.UNKNOWN])
 
 
+def test_a_rule_that_found_the_exact_cause_gives_its_remedy_alone():
+    """The short-timeout rule's fix is a longer timeout; the collective timeout's general advice says a longer timeout
+    rarely cures one: they are never shown together."""
+    assert advice(Rule.SHORT_TIMEOUT, Failure.COLLECTIVE_TIMEOUT) == list(REMEDIES[Rule.SHORT_TIMEOUT])
+    assert advice(Rule.RANK_ONLY_COLLECTIVE, Failure.COLLECTIVE_MISMATCH) == list(REMEDIES[Rule.RANK_ONLY_COLLECTIVE])
+    assert len(advice(Rule.DIFFERENT_COLLECTIVES, Failure.COLLECTIVE_MISMATCH)) > 1
+
+
 def test_the_verdict_kind_is_a_rule_and_serialises_as_its_name():
     v = Verdict(1, "late", "r")
     assert v.kind is Rule.LATE and v.to_dict()["culprit_kind"] == "late"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from nbhelpers.diagnosis.api import Failure, Rule
 
-__all__ = ["REMEDIES", "advice"]
+__all__ = ["COMPLETE", "REMEDIES", "advice"]
 
 START_UP = (
     "A short process-group timeout also bounds init_process_group and the first collectives, so on a slow or busy "
@@ -209,11 +209,20 @@ REMEDIES: dict[Failure | Rule, tuple[str, ...]] = {
 }
 
 
+# Rules that find the exact cause and its line: their remedy is the whole advice.  The failure's general remedies
+# would only send the reader looking for what the rule already found (DETAIL to find the mismatch, "find the rank
+# that was not in the collective"), or contradict it (a short timeout's fix is a longer timeout).
+COMPLETE = frozenset({Rule.RANK_ONLY_COLLECTIVE, Rule.COLLECTIVE_IN_LOCK, Rule.SHORT_TIMEOUT, Rule.RACE,
+                      Rule.KEY_NEVER_SET, Rule.WRONG_WORLD, Rule.UNEVEN, Rule.EXIT_WITHOUT_DESTROY})
+
+
 def advice(rule: Rule | str | None, failure: Failure | str | None) -> list[str]:
     """The remedies for a failed run: the culprit rule's first (it is about this run's culprit), then the
-    failure's; nothing for a run that passed."""
+    failure's (unless the rule's is complete: :data:`COMPLETE`); nothing for a run that passed."""
     rule = Rule(rule) if rule else Rule.NONE
     found = list(REMEDIES.get(rule, ())) if rule is not Rule.NONE else []
+    if rule in COMPLETE:
+        return found
     if failure:
         found += [r for r in REMEDIES[Failure(failure)] if r not in found]
     if not found and rule is not Rule.NONE:
