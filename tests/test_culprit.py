@@ -604,3 +604,16 @@ def test_each_rule_concludes_with_a_rule_name_of_its_own():
     members = [ms.pop() for ms in used.values()]
     assert len(members) == len(set(members)), members
     assert set(members) <= {m.name for m in Rule}
+
+
+def test_a_dataloader_workers_reset_connection_is_not_a_lost_peer():
+    """Real text (tests/data/logs/loader_worker_fd_reset.rank1.log): the rank's own DataLoader worker died while handing
+    a batch over by file descriptor; "Connection reset by peer" there is not gloo's peer gone, so the rank died of its
+    own trouble and is named."""
+    log = (Path(__file__).parent / "data" / "logs" / "loader_worker_fd_reset.rank1.log").read_text()
+    v = C.RankView(1, log=log, record={"returncode": 1, "python_exit": 1})
+    assert "Connection reset by peer" in log and not v.lost_peer() and v.crashed
+    peer = C.RankView(0, log="RuntimeError: [../gloo/transport/tcp/pair.cc:598] Connection reset by peer [127.0.0.1]:1")
+    assert peer.lost_peer()
+    assert C.find_culprit([C.RankView(0, log=peer.log, record={"returncode": -15, "stop_signal": "SIGTERM"}), v],
+                          "failed").culprit == 1

@@ -53,6 +53,15 @@ def test_nothing_counts_before_the_first_collective():
     assert tr.started is None and not tr.samples
 
 
+def test_a_rank_waiting_in_ddps_constructor_is_start_up_not_a_straggler():
+    """On a busy machine one rank builds its model seconds after the other, which waits in DDP's constructor (a real
+    dump, tests/data/stacks): no straggler, and the window starts at the first collective after it."""
+    in_ddp = (Path(__file__).parent / "data" / "stacks" / "ddp_constructor_wait.rank0.txt").read_text()
+    tr = StragglerTracker()
+    assert feed(tr, 40, lambda i: {0: in_ddp, 1: WORKING}) is None and tr.started is None and not tr.samples
+    assert feed(tr, 30, lambda i: {0: WAITING, 1: WORKING}) is not None  # then a real one is still named
+
+
 def run(*args, nproc=2):
     out = subprocess.run([sys.executable, "-m", "nbhelpers", "run", "--nproc", str(nproc), "--timeout", "600", "--json",
                           str(SCRIPT), *args], capture_output=True, text=True, timeout=700)

@@ -30,6 +30,7 @@ WAITING = re.compile(
     r"Timed out waiting \d+ ?ms for (recv|send)|wait timeout after|waiting for clients|clients joined|"
     r"Watchdog caught collective operation timeout|failed to pass monitoredBarrier|timed out|Timeout",
     re.I)
+FD_PASSING = re.compile(r"in rebuild_storage_fd\b|multiprocessing/resource_sharer\.py")  # a DataLoader worker's batch
 PEER_GONE = re.compile(
     r"Connection closed by peer|Connection reset by peer|Broken pipe|remote worker crashing|"
     r"communicator was aborted|Read error|Socket closed", re.I)
@@ -205,8 +206,13 @@ class RankView:
 
     def lost_peer(self) -> bool:
         """The end of this rank's log says a peer went away (e.g. gloo's ``what(): ... Connection reset by peer``
-        before a SIGABRT): it died of another rank's death."""
-        return any(PEER_GONE.search(ln) for ln in self.tail(30))
+        before a SIGABRT): it died of another rank's death.  Not when the connection lost was its own DataLoader
+        worker's: a worker hands each batch's tensors over by file descriptor, through multiprocessing's resource
+        sharer (``rebuild_storage_fd``), and a worker killed meanwhile resets that connection."""
+        tail = self.tail(30)
+        if any(FD_PASSING.search(ln) for ln in tail):
+            return False
+        return any(PEER_GONE.search(ln) for ln in tail)
 
     def exit_abort_line(self) -> str | None:
         """The "terminate called without an active exception" line of a rank that died of SIGABRT with no Python

@@ -54,6 +54,12 @@ class Straggler:
                 "named_at": self.named_at}
 
 
+# Collectives of a job's start-up, not of its steps: on a busy machine one rank builds its model seconds after the
+# other, which then waits in DDP's constructor; that is no straggler (a healthy job was named one so, beside two other
+# jobs on the machine).  Samples there are not kept, and the window starts at the first collective after them.
+START_UP = frozenset({"DDP constructor (parameter broadcast)"})
+
+
 @dataclass
 class StragglerTracker:
     """Per rank, its samples of the last ``window_s`` seconds: (time, waiting in a collective, where); see the
@@ -73,7 +79,7 @@ class StragglerTracker:
         """One round of samples at time ``t`` (rank -> py-spy dump); the straggler the first time one stands out."""
         for r, text in stacks.items():
             p = position(text)
-            if p is None:
+            if p is None or p.collective in START_UP:
                 continue
             waiting = p.collective is not None and main_thread_active(text) is False
             if self.started is None and p.collective is not None:
