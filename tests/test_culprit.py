@@ -617,3 +617,11 @@ def test_a_dataloader_workers_reset_connection_is_not_a_lost_peer():
     assert peer.lost_peer()
     assert C.find_culprit([C.RankView(0, log=peer.log, record={"returncode": -15, "stop_signal": "SIGTERM"}), v],
                           "failed").culprit == 1
+    # the same death with the traceback whole, ending in ConnectionResetError (both ranks' logs of that run)
+    logs = {r: (Path(__file__).parent / "data" / "logs" / f"loader_worker_fd_reset2.rank{r}.log").read_text()
+            for r in (0, 1)}
+    views = [C.RankView(0, log=logs[0], record={"returncode": 1, "python_exit": 1}),
+             C.RankView(1, log=logs[1], record={"returncode": 1, "python_exit": 1})]
+    assert views[1].error.startswith("ConnectionResetError") and not views[1].victim() and views[0].victim()
+    v = C.find_culprit(views, "failed")
+    assert v.culprit == 1 and "ConnectionResetError" in v.reason, v

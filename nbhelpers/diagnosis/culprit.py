@@ -209,10 +209,16 @@ class RankView:
         before a SIGABRT): it died of another rank's death.  Not when the connection lost was its own DataLoader
         worker's: a worker hands each batch's tensors over by file descriptor, through multiprocessing's resource
         sharer (``rebuild_storage_fd``), and a worker killed meanwhile resets that connection."""
-        tail = self.tail(30)
-        if any(FD_PASSING.search(ln) for ln in tail):
-            return False
-        return any(PEER_GONE.search(ln) for ln in tail)
+        return not self.fd_passing() and any(PEER_GONE.search(ln) for ln in self.tail(30))
+
+    def fd_passing(self) -> bool:
+        """The end of this rank's log is a traceback through a DataLoader worker's file-descriptor hand-over: a
+        "Connection reset by peer" there is its own worker gone, not a rank."""
+        return any(FD_PASSING.search(ln) for ln in self.tail(30))
+
+    def victim(self) -> bool:
+        """Its error is one of waiting (a timeout) or of a peer gone, not of its own."""
+        return _is_victim_error(self.error) and not self.fd_passing()
 
     def exit_abort_line(self) -> str | None:
         """The "terminate called without an active exception" line of a rank that died of SIGABRT with no Python
@@ -359,7 +365,7 @@ class Evidence:
     @cached_property
     def crashed_alone(self) -> list[RankView]:
         """Ranks that died on their own: not of a timeout, not of a lost peer."""
-        return [v for v in self.views if v.crashed and not _is_victim_error(v.error) and not v.lost_peer()]
+        return [v for v in self.views if v.crashed and not v.victim() and not v.lost_peer()]
 
     @cached_property
     def odd_one_out(self) -> tuple[int, str] | None:
@@ -1121,7 +1127,7 @@ def unreachable(ev: Evidence) -> Verdict | None:
 def own_error(ev: Evidence) -> Verdict | None:
     """Needs: errors.  Concludes: the first rank that failed with an error of its own (not a timeout,
     not a lost peer)."""
-    own = [v for v in ev.views if v.error and not _is_victim_error(v.error)]
+    own = [v for v in ev.views if v.error and not v.victim()]
     if not own:
         return None
     v = min(own, key=lambda v: v.first_fail_time or 0)
