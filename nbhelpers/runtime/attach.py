@@ -285,7 +285,10 @@ def _watch(pick, wait: float, hang_after: float) -> list[Attached]:
             if a.culprit_rank is not None:
                 named[j] = a
             found.append(a)
-        if all(j in named for j in chosen) or time.monotonic() >= deadline:
+        watched = min(now - trackers[j][0] for j in chosen if j in trackers) if trackers else 0.0
+        # past the deadline, and each job watched long enough to show a hang (on a loaded machine one look of py-spy
+        # can take seconds: the window counts from the first look, not from the call)
+        if all(j in named for j in chosen) or (time.monotonic() >= deadline and watched >= hang_after + LOOK_EVERY):
             return found
         time.sleep(LOOK_EVERY)
 
