@@ -625,3 +625,8 @@ def test_a_dataloader_workers_reset_connection_is_not_a_lost_peer():
     assert views[1].error.startswith("ConnectionResetError") and not views[1].victim() and views[0].victim()
     v = C.find_culprit(views, "failed")
     assert v.culprit == 1 and "ConnectionResetError" in v.reason, v
+    # and with nothing printed but CPython's dump of the exception it could not print ("lost sys.stderr")
+    lost = (Path(__file__).parent / "data" / "logs" / "loader_worker_lost_stderr.rank1.log").read_text()
+    views[1] = C.RankView(1, log=lost, record={"returncode": 1, "python_exit": 1})
+    assert "lost sys.stderr" in lost and not views[1].lost_peer() and not views[1].victim()
+    assert C.find_culprit(views, "failed").culprit == 1

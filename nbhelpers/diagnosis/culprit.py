@@ -30,6 +30,9 @@ WAITING = re.compile(
     r"Timed out waiting \d+ ?ms for (recv|send)|wait timeout after|waiting for clients|clients joined|"
     r"Watchdog caught collective operation timeout|failed to pass monitoredBarrier|timed out|Timeout",
     re.I)
+# Python's own socket exceptions: torch.distributed reports a peer gone as RuntimeError / DistBackendError /
+# DistNetworkError, never as these; a rank that raises one met it in its own code (a DataLoader worker's hand-over)
+PY_SOCKET_ERROR = re.compile(r"\b(?:ConnectionResetError|BrokenPipeError|ConnectionAbortedError)\b")
 FD_PASSING = re.compile(r"in rebuild_storage_fd\b|multiprocessing/resource_sharer\.py")  # a DataLoader worker's batch
 PEER_GONE = re.compile(
     r"Connection closed by peer|Connection reset by peer|Broken pipe|remote worker crashing|"
@@ -209,7 +212,8 @@ class RankView:
         before a SIGABRT): it died of another rank's death.  Not when the connection lost was its own DataLoader
         worker's: a worker hands each batch's tensors over by file descriptor, through multiprocessing's resource
         sharer (``rebuild_storage_fd``), and a worker killed meanwhile resets that connection."""
-        return not self.fd_passing() and any(PEER_GONE.search(ln) for ln in self.tail(30))
+        return not self.fd_passing() and any(PEER_GONE.search(ln) and not PY_SOCKET_ERROR.search(ln)
+                                             for ln in self.tail(30))
 
     def fd_passing(self) -> bool:
         """The end of this rank's log is a traceback through a DataLoader worker's file-descriptor hand-over: a
@@ -218,7 +222,7 @@ class RankView:
 
     def victim(self) -> bool:
         """Its error is one of waiting (a timeout) or of a peer gone, not of its own."""
-        return _is_victim_error(self.error) and not self.fd_passing()
+        return _is_victim_error(self.error) and not self.fd_passing() and not PY_SOCKET_ERROR.search(self.error)
 
     def exit_abort_line(self) -> str | None:
         """The "terminate called without an active exception" line of a rank that died of SIGABRT with no Python
