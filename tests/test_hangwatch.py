@@ -70,3 +70,22 @@ def test_a_process_moving_bytes_is_told_from_one_that_sleeps(tmp_path):
         sleeper.kill()
         writer.wait()
         sleeper.wait()
+
+
+def test_cpu_moving_tells_a_looping_process_from_one_asleep():
+    """cpu_moving integrates CPU time between two looks: a process spinning uses most of a core, a sleeper none
+    (attach uses it so that a loop caught at one collective line on every look is not called stuck)."""
+    import time
+
+    from nbhelpers.runtime.hangwatch import cpu_moving
+
+    spin = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    sleep = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        pids, last = {0: spin.pid, 1: sleep.pid}, {}
+        assert cpu_moving(pids, last, time.time()) == {0: False, 1: False}  # a first reading says nothing
+        time.sleep(1.5)
+        assert cpu_moving(pids, last, time.time()) == {0: True, 1: False}
+    finally:
+        spin.kill()
+        sleep.kill()

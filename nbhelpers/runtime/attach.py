@@ -34,7 +34,7 @@ from nbhelpers.diagnosis.culprit import RankView
 from nbhelpers.diagnosis.hang import Hang, HangTracker, position, rank_ranges
 from nbhelpers.diagnosis.straggler import Straggler, StragglerTracker
 from nbhelpers.errors import AttachError
-from nbhelpers.runtime.hangwatch import children_running, hang_verdict, io_moving
+from nbhelpers.runtime.hangwatch import children_running, cpu_moving, hang_verdict, io_moving
 from nbhelpers.runtime.stacks import dump_many
 
 __all__ = ["Attached", "Jobs", "Profiled", "RankProc", "attach", "attach_commands", "find_jobs", "merge",
@@ -257,6 +257,7 @@ def _watch(pick, wait: float, hang_after: float) -> list[Attached]:
     deadline = time.monotonic() + max(wait, hang_after + LOOK_EVERY)
     trackers: dict[int, tuple[float, HangTracker]] = {}       # job -> (its first look, its tracker)
     io: dict[tuple[int, int], tuple[float, int]] = {}
+    cpu: dict[tuple[int, int], tuple[float, float]] = {}   # CPU time between looks: a loop is no hang (cpu_moving)
     named: dict[int, Attached] = {}                            # job -> the look that named its hang
     while True:
         try:
@@ -269,7 +270,7 @@ def _watch(pick, wait: float, hang_after: float) -> list[Attached]:
             continue
         pids = {(j, rp.rank): rp.pid for j in chosen if j not in named for rp in jobs[j]}
         stacks, now = dump_many(pids, nonblocking=True), time.time()
-        children, moving = children_running(pids), io_moving(pids, io, now)
+        children, moving, busy = children_running(pids), io_moving(pids, io, now), cpu_moving(pids, cpu, now)
         found = []
         for j in chosen:
             if j in named:
@@ -277,7 +278,8 @@ def _watch(pick, wait: float, hang_after: float) -> list[Attached]:
                 continue
             st = {rp.rank: stacks[j, rp.rank] for rp in jobs[j]}
             first, tracker = trackers.setdefault(j, (now, HangTracker(hang_after)))
-            tracker.add(now, st, {rp.rank: children[j, rp.rank] or moving[j, rp.rank] for rp in jobs[j]})
+            tracker.add(now, st, {rp.rank: children[j, rp.rank] or moving[j, rp.rank] or busy[j, rp.rank]
+                                  for rp in jobs[j]})
             a = Attached(j, jobs[j], st, Verdict(None, Rule.NONE, ""))
             a.hang = None if _starting(a) else tracker.hang(now)
             a.verdict = _verdict(jobs[j], st) if a.hang else \

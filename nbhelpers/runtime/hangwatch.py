@@ -22,12 +22,14 @@ from nbhelpers.diagnosis.hang import Hang, HangTracker
 from nbhelpers.diagnosis.straggler import StragglerTracker
 from nbhelpers.runtime.stacks import dump_many
 
-__all__ = ["HangReport", "HangWatch", "IO_BYTES_PER_S", "children_running", "hang_verdict", "io_moving"]
+__all__ = ["CPU_SHARE", "HangReport", "HangWatch", "IO_BYTES_PER_S", "children_running", "cpu_moving",
+           "hang_verdict", "io_moving"]
 
 # A rank that reads or writes at least this many bytes a second (files, sockets, pipes: Linux's rchar + wchar)
 # is at work even while py-spy finds its thread asleep: rank 0 uploading a checkpoint at the network's pace
 # sleeps in send() for most samples.  A stuck rank moves nothing; NCCL's store checks move ~100 B/s.
 IO_BYTES_PER_S = 256 * 1024
+CPU_SHARE = 0.2   # a rank that used a fifth of a core or more between two looks was at work (attach)
 
 
 @dataclass
@@ -119,6 +121,25 @@ def io_moving(pids: dict[int, int], last: dict[int, tuple[float, int]], now: flo
         t0, n0 = last.get(r, (now, n))
         out[r] = now > t0 and (n - n0) >= IO_BYTES_PER_S * (now - t0)
         last[r] = (now, n)
+    return out
+
+
+def cpu_moving(pids: dict, last: dict, now: float, share: float = CPU_SHARE) -> dict:
+    """Key -> whether the process used at least ``share`` of a core since its previous reading (kept in ``last``,
+    updated here); False at its first reading.  The integral between two looks: a rank that steps through a loop
+    can sit at the same collective line in every sample (each look catches it waiting a millisecond for its peer)
+    while its CPU time grows; a rank stuck in a gloo wait uses none."""
+    out = {}
+    for k, pid in pids.items():
+        try:
+            t = psutil.Process(pid).cpu_times()
+            used = t.user + t.system
+        except psutil.Error:
+            out[k] = False
+            continue
+        t0, u0 = last.get(k, (now, used))
+        out[k] = now > t0 and (used - u0) >= share * (now - t0)
+        last[k] = (now, used)
     return out
 
 
