@@ -107,21 +107,26 @@ def children_running(pids: dict[int, int]) -> dict[int, bool]:
     return out
 
 
+def _moving(pids: dict, last: dict, now: float, read, per_s: float) -> dict:
+    """Key -> whether the counter ``read(process)`` grew by at least ``per_s`` a second since the key's previous
+    reading (kept in ``last``, updated here); False at a first reading, or for a process gone or not readable."""
+    out = {}
+    for k, pid in pids.items():
+        try:
+            n = read(psutil.Process(pid))
+        except (psutil.Error, AttributeError):  # gone, not ours, or a platform without the counter
+            out[k] = False
+            continue
+        t0, n0 = last.get(k, (now, n))
+        out[k] = now > t0 and (n - n0) >= per_s * (now - t0)
+        last[k] = (now, n)
+    return out
+
+
 def io_moving(pids: dict[int, int], last: dict[int, tuple[float, int]], now: float) -> dict[int, bool]:
     """Rank -> whether it read or wrote at least :data:`IO_BYTES_PER_S` since its previous reading (kept in
     ``last``, updated here); False at a rank's first reading."""
-    out = {}
-    for r, pid in pids.items():
-        try:
-            io = psutil.Process(pid).io_counters()
-            n = io.read_chars + io.write_chars
-        except (psutil.Error, AttributeError):  # gone, not ours, or a platform without chars
-            out[r] = False
-            continue
-        t0, n0 = last.get(r, (now, n))
-        out[r] = now > t0 and (n - n0) >= IO_BYTES_PER_S * (now - t0)
-        last[r] = (now, n)
-    return out
+    return _moving(pids, last, now, lambda p: (io := p.io_counters()).read_chars + io.write_chars, IO_BYTES_PER_S)
 
 
 def cpu_moving(pids: dict, last: dict, now: float, share: float = CPU_SHARE) -> dict:
@@ -129,18 +134,7 @@ def cpu_moving(pids: dict, last: dict, now: float, share: float = CPU_SHARE) -> 
     updated here); False at its first reading.  The integral between two looks: a rank that steps through a loop
     can sit at the same collective line in every sample (each look catches it waiting a millisecond for its peer)
     while its CPU time grows; a rank stuck in a gloo wait uses none."""
-    out = {}
-    for k, pid in pids.items():
-        try:
-            t = psutil.Process(pid).cpu_times()
-            used = t.user + t.system
-        except psutil.Error:
-            out[k] = False
-            continue
-        t0, u0 = last.get(k, (now, used))
-        out[k] = now > t0 and (used - u0) >= share * (now - t0)
-        last[k] = (now, used)
-    return out
+    return _moving(pids, last, now, lambda p: (t := p.cpu_times()).user + t.system, share)
 
 
 def hang_verdict(views: list, now: float | None = None) -> Verdict:
