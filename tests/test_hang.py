@@ -116,3 +116,26 @@ def test_a_waiting_rank_at_work_is_not_waiting_until_spin_after():
     assert tr.why_not(9.0).endswith("at work there (CUDA may spin while it waits): not called a hang before 10 s")
     tr.add(10.0, {0: IN_ALL_REDUCE, 1: IN_LOADER}, working={0: True})
     assert tr.hang(10.0) is not None  # 5 x hang_after at one call: waiting, whatever the CPU says
+
+
+def test_facts_of_trackers_on_two_nodes_judge_the_job_together():
+    # node 0 holds rank 0, node 1 rank 1: neither alone can tell a hang (one rank each); their facts together can
+    nodes = [H.HangTracker(hang_after=2.0), H.HangTracker(hang_after=2.0)]
+    stacks = {0: IN_ALL_REDUCE, 1: IN_LOADER}
+    for r, tr in enumerate(nodes):
+        feed(tr, 50.0 + r, 4.0, {r: stacks[r]})   # the nodes' clocks differ: only durations travel
+    assert all(tr.hang(55.0 + r) is None for r, tr in enumerate(nodes))
+    facts = {r: tr.facts(55.0 + r)[r] for r, tr in enumerate(nodes)}
+    assert facts == {0: {"stayed_s": 5.0, "at_work": False}, 1: {"stayed_s": 5.0, "at_work": False}}
+    h = H.HangTracker.from_facts(stacks, facts).hang(0.0)
+    assert h is not None and set(h.waiting) == {0} and set(h.elsewhere) == {1} and h.waited_s == 5.0
+    # the same positions with rank 1 at work on its node: a pause, as one tracker over both ranks would say
+    busy = H.HangTracker(hang_after=2.0)
+    t = 0.0
+    while t <= 4.0:
+        busy.add(t, {1: BUSY})
+        t += 0.5
+    facts[1] = busy.facts(4.0)[1]
+    assert facts[1]["at_work"] is True
+    both = H.HangTracker.from_facts({0: IN_ALL_REDUCE, 1: BUSY}, facts)
+    assert both.hang(0.0) is None and "while rank 1 elsewhere is at work" in both.why_not(0.0)

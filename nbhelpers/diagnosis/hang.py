@@ -137,6 +137,23 @@ class HangTracker:
         began = min(self.since[r][1] for r in waiting)
         return Hang(began, t, waiting, elsewhere)
 
+    def facts(self, t: float) -> dict[int, dict]:
+        """What the samples showed of each rank at time ``t``, as plain data another tracker can take up
+        (:meth:`from_facts`): how long it has stayed where it is, and whether it was at work meanwhile (over its
+        stay, or the last ``hang_after`` seconds if it arrived later)."""
+        return {r: {"stayed_s": round(t - t0, 2), "at_work": self.working(r, min(t0, t - self.hang_after))}
+                for r, (_p, t0) in self.since.items()}
+
+    @classmethod
+    def from_facts(cls, stacks: dict[int, str], facts: dict[int, dict], hang_after: float = 2.0) -> HangTracker:
+        """A tracker that holds the facts several trackers saw (one per node, :meth:`facts`) at a common time 0:
+        its :meth:`hang` and :meth:`why_not` at time 0 judge the ranks of all of them together."""
+        tracker = cls(hang_after)
+        for r, fact in facts.items():
+            tracker.since[r] = (position(stacks.get(r, "")), -float(fact["stayed_s"]))
+            tracker.active[r] = [(0.0, bool(fact["at_work"]))]
+        return tracker
+
     def why_not(self, t: float) -> str:
         """Why :meth:`hang` finds none at time ``t``, in a sentence (a verdict that names nobody)."""
         long = {r: p for r, (p, t0) in self.since.items() if p and p.collective and t - t0 >= self.hang_after}

@@ -136,6 +136,7 @@ class Attached:
     stacks: dict[int, str]
     verdict: Verdict
     hang: Hang | None = None   # what the looks showed: who waited where, for how long (None: no hang seen)
+    facts: dict[int, dict] = field(default_factory=dict)   # rank -> how long it stayed put, at work or not
 
     @property
     def world(self) -> str | None:
@@ -162,7 +163,8 @@ class Attached:
             p = self.where(rp.rank)
             rows.append({"rank": rp.rank, "pid": rp.pid, "host": rp.host, "local_rank": rp.local_rank,
                          "where": p.line if p else None, "collective": p.collective if p else None,
-                         "position": str(p) if p else None, **({"stack": self.stacks.get(rp.rank, "")} if stacks else {})})
+                         "position": str(p) if p else None, **self.facts.get(rp.rank, {}),
+                         **({"stack": self.stacks.get(rp.rank, "")} if stacks else {})})
         return {"job_pid": self.job_pid, "world": self.world, "starting": _starting(self),
                 "culprit_rank": self.culprit_rank, "hang": self.hang.to_dict() if self.hang else None,
                 "culprit_where": self.verdict.where,
@@ -281,7 +283,7 @@ def _watch(pick, wait: float, hang_after: float) -> list[Attached]:
             tracker.add(now, st, {rp.rank: children[j, rp.rank] or moving[j, rp.rank] or busy[j, rp.rank]
                                   for rp in jobs[j]})
             a = Attached(j, jobs[j], st, Verdict(None, Rule.NONE, ""))
-            a.hang = None if _starting(a) else tracker.hang(now)
+            a.hang, a.facts = None if _starting(a) else tracker.hang(now), tracker.facts(now)
             a.verdict = _verdict(jobs[j], st) if a.hang else \
                 Verdict(None, Rule.NONE, f"no hang in the {now - first:.1f} s watched: {tracker.why_not(now)}")
             if a.culprit_rank is not None:
@@ -303,20 +305,28 @@ def _starting(found: Attached) -> bool:
 def merge(outputs: Iterable[dict | str | os.PathLike]) -> Attached | Jobs:
     """One verdict per job over several nodes: the ``attach --json`` / ``attach --all --json`` outputs of each
     (dicts, or files holding them).  Jobs are told apart by their world (outputs without one are one job)."""
-    worlds: dict[str | None, tuple[list[RankProc], dict[int, str], set]] = {}
+    worlds: dict[str | None, tuple[list[RankProc], dict[int, str], set, dict[int, dict]]] = {}
     for out in outputs:
         d = out if isinstance(out, dict) else json.loads(Path(out).read_text())
         for job in d["jobs"] if "jobs" in d else [d]:
-            ranks, stacks, pids = worlds.setdefault(job.get("world"), ([], {}, set()))
+            ranks, stacks, pids, facts = worlds.setdefault(job.get("world"), ([], {}, set(), {}))
             pids.add(job.get("job_pid"))
             for row in job["ranks"]:
                 ranks.append(RankProc(row["rank"], row["pid"], job.get("job_pid") or 0, row.get("local_rank"),
                                       host=row.get("host", "?"), world=job.get("world")))
                 stacks[row["rank"]] = row.get("stack", "")
+                if "stayed_s" in row:
+                    facts[row["rank"]] = {"stayed_s": row["stayed_s"], "at_work": row.get("at_work", False)}
     found = []
-    for ranks, stacks, pids in worlds.values():
+    for ranks, stacks, pids, facts in worlds.values():
         ranks.sort(key=lambda rp: rp.rank)
-        found.append(Attached(next(iter(pids)) if len(pids) == 1 else None, ranks, stacks, _verdict(ranks, stacks)))
+        a = Attached(next(iter(pids)) if len(pids) == 1 else None, ranks, stacks, _verdict(ranks, stacks))
+        if len(facts) == len(ranks):  # what each node watched, judged together (outputs of one look: stacks alone)
+            tracker = HangTracker.from_facts(stacks, facts, HANG_AFTER)
+            a.facts, a.hang = facts, tracker.hang(0.0)
+            if not a.hang:
+                a.verdict = Verdict(None, Rule.NONE, f"no hang in what the nodes watched: {tracker.why_not(0.0)}")
+        found.append(a)
     return found[0] if len(found) == 1 else Jobs(found)
 
 
