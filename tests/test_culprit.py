@@ -11,7 +11,7 @@ import pytest
 from nbhelpers.diagnosis import culprit as C
 from nbhelpers.diagnosis.api import Rule
 from nbhelpers.diagnosis.remedies import advice
-from nbhelpers.runtime.launcher import read_run_dir, read_sources
+from nbhelpers.runtime.launcher import collective_record, read_run_dir, read_sources
 
 RUNS = Path(__file__).resolve().parent / "data" / "runs"
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "faulty"
@@ -81,6 +81,9 @@ DECIDED_BY = {  # recorded run -> the rule that must decide it
     "user-short-timeout": C.short_timeout,  # a group's timeout of 300 ms while rank 0 builds its vocabulary (twelfth set)
     "user-export-guard": C.crashed,  # torch.export's GuardOnDataDependentSymNode on rank 0 (thirteenth set)
     "user-resume-apart": C.size_mismatch,  # rank 1 resumed at step 2200, rank 0 at 2400 (fourteenth set)
+    # the ranks' collective records (the rank shim's Flight Recorder entries) and the code's structure decide these
+    "user-skipped-gather": C.skipped_call,  # rank 1 returned early from finish(): its record lacks the final gather
+    "user-left-loop": C.new_collective,     # accelerate: rank 1's barrier #91 where rank 0 ran DDP's usual broadcast
 }
 EXPECTED_FAILURE = {  # what each user-script run must be called, besides its culprit
     "user-valueerror": (1, "rank_error"), "user-oom-allgather": (1, "oom_in_collective"),
@@ -103,13 +106,15 @@ EXPECTED_FAILURE = {  # what each user-script run must be called, besides its cu
     "user-port-race": (None, "port_in_use"), "user-makedirs-race": (None, "rank_error"), "user-uneven-finished-stopped": (1, "collective_mismatch"),  # None: the classifier names it
     "user-short-timeout": (None, None), "user-export-guard": (0, "rank_error"),
     "user-resume-apart": (1, None),  # the run's category is the classifier's collective_timeout
+    "user-skipped-gather": (1, "collective_mismatch"), "user-left-loop": (1, "collective_mismatch"),
 }
 
 
 def evidence(name: str) -> tuple[C.Evidence, dict]:
     views, torchrun_log = read_run_dir(RUNS / name)
     meta = json.loads((RUNS / name / "run.json").read_text())
-    return C.Evidence(views, meta["status"], None, torchrun_log, read_sources(views, SCRIPT_SETS)), meta
+    return C.Evidence(views, meta["status"], None, torchrun_log, read_sources(views, SCRIPT_SETS),
+                      collective_record(RUNS / name / "fr", len(views))), meta
 
 
 # runs a later rule decides, the culprit unchanged: run -> the rule's name now (the recording keeps the old one)
@@ -131,24 +136,24 @@ def test_the_rule_that_decides_each_recorded_run(name):
     assert (verdict.culprit, verdict.kind.value) == (recorded["culprit_rank"], kind), verdict
     assert verdict.reason and (verdict.culprit is None or verdict.culprit not in verdict.victims)
     again, _ = evidence(name)
-    assert C.find_culprit(again.views, again.status, torchrun_log=again.torchrun_log, sources=again.sources) == verdict
+    assert C.find_culprit(again.views, again.status, torchrun_log=again.torchrun_log, sources=again.sources, record=again.record) == verdict
 
 
 def test_the_lock_holder_is_named_in_a_lock_and_barrier_deadlock():
     ev, _ = evidence("user-flock-barrier")
     holder = next(v.rank for v in ev.views if "building token cache" in v.log)  # the rank that took the lock
-    v = C.find_culprit(ev.views, ev.status, torchrun_log=ev.torchrun_log, sources=ev.sources)
+    v = C.find_culprit(ev.views, ev.status, torchrun_log=ev.torchrun_log, sources=ev.sources, record=ev.record)
     assert v.culprit == holder and v.kind is Rule.COLLECTIVE_IN_LOCK and "file_lock" in v.reason, v
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_FAILURE))
 def test_users_scripts_get_their_culprit_failure_and_line(name):
     ev, meta = evidence(name)
-    v = C.find_culprit(ev.views, ev.status, torchrun_log=ev.torchrun_log, sources=ev.sources)
+    v = C.find_culprit(ev.views, ev.status, torchrun_log=ev.torchrun_log, sources=ev.sources, record=ev.record)
     culprit, failure = EXPECTED_FAILURE[name]
     assert v.culprit == culprit and (v.failure.value if v.failure else None) == failure, v
     if culprit is not None and name != "user-sigkill":  # SIGKILL leaves no traceback and no stack to read
-        assert v.where and ("examples/faulty/train_" in v.where or "userscripts_heldout" in v.where), v.where
+        assert v.where and ("examples/faulty/train_" in v.where or "userscripts_" in v.where), v.where
         # (the line of the user's code, not torch's)
 
 
@@ -202,7 +207,7 @@ def test_an_abort_at_exit_that_ends_in_sigsegv_is_still_the_missing_destroy():
     ev, _ = evidence("user-exit-segv")
     one = ev.by_rank[1]
     assert one.record["signal"] == "SIGSEGV" and "Fatal Python error: Aborted" in one.log
-    verdict = C.find_culprit(ev.views, ev.status, torchrun_log=ev.torchrun_log, sources=ev.sources)
+    verdict = C.find_culprit(ev.views, ev.status, torchrun_log=ev.torchrun_log, sources=ev.sources, record=ev.record)
     assert verdict.culprit == 1 and verdict.kind is Rule.EXIT_WITHOUT_DESTROY, verdict
     # the logs say so too: torchrun's "Signal 11 (SIGSEGV) received by PID" is the abort's consequence
     from nbhelpers.diagnosis.classify import classify_logs
@@ -219,7 +224,7 @@ def test_an_abort_at_exit_that_ends_in_sigsegv_is_still_the_missing_destroy():
 def test_a_dataloader_workers_error_is_the_ranks_own_with_the_workers_line():
     # "zlib.error: Caught error in DataLoader worker process 1." then the worker's own traceback: its line counts
     ev, _ = evidence("user-worker-error")
-    v = C.find_culprit(ev.views, ev.status, torchrun_log=ev.torchrun_log, sources=ev.sources)
+    v = C.find_culprit(ev.views, ev.status, torchrun_log=ev.torchrun_log, sources=ev.sources, record=ev.record)
     assert v.culprit == 1 and "imgcls_packfile.py:41 in __getitem__" in v.where and "incorrect header check" in v.reason
 
 
@@ -256,6 +261,7 @@ PASTE_FALLS_SHORT = {  # what only a supervised run knows, not the text a user w
     "user-detail-segfault": "ddp_segfault is read from the exit records (SIGSEGV in DDP's constructor)",
     "user-uneven": "only the exit records say rank 0 had ended cleanly while rank 1 still called collectives",
     "user-uneven-finished-stopped": "only the stack dump says rank 0 had ended its script when it was stopped",
+    "user-skipped-gather": "only the records and the source say rank 1 skipped the gather: the text shows a peer gone",
 }
 
 
@@ -267,7 +273,7 @@ def test_doctor_on_a_runs_pasted_output_names_the_runs_own_failure(name):
     from nbhelpers.diagnosis.classify import classify, classify_logs
 
     ev, meta = evidence(name)
-    v = C.find_culprit(ev.views, ev.status, torchrun_log=ev.torchrun_log, sources=ev.sources)
+    v = C.find_culprit(ev.views, ev.status, torchrun_log=ev.torchrun_log, sources=ev.sources, record=ev.record)
     logs = {r.rank: r.log for r in ev.views}
     found = classify_logs(logs, ev.torchrun_log)
     run = run_failure(v.failure, found[0].failure if found else None) if meta["status"] != "ok" else None
@@ -452,7 +458,7 @@ def test_ddps_reducer_error_on_every_rank_gets_the_advice_for_parameters_without
     from nbhelpers.diagnosis.classify import classify_logs
 
     ev, meta = evidence("user-freeze-after-wrap")
-    v = C.find_culprit(ev.views, ev.status, torchrun_log=ev.torchrun_log, sources=ev.sources)
+    v = C.find_culprit(ev.views, ev.status, torchrun_log=ev.torchrun_log, sources=ev.sources, record=ev.record)
     found = classify_logs({r.rank: r.log for r in ev.views}, ev.torchrun_log)
     failure = run_failure(v.failure, found[0].failure)
     assert v.culprit is None and failure.value == "collective_mismatch" == meta["category"]
@@ -511,7 +517,7 @@ def test_a_rank_that_alone_resumed_under_a_rank_condition_is_named():
     assert (inside, past) == (1, 0)
     r, said, line, cond = ev.resumed_alone
     assert (r, line) == (0, 68) and said.startswith("resumed from") and "is_master" in cond
-    v = C.find_culprit(ev.views, ev.status, torchrun_log=ev.torchrun_log, sources=ev.sources)
+    v = C.find_culprit(ev.views, ev.status, torchrun_log=ev.torchrun_log, sources=ev.sources, record=ev.record)
     assert v.culprit == 0 and "Rank 0 had logged `resumed from" in v.reason and "at epoch 4" in v.reason, v
     assert "only rank 0 resumed" in v.reason and "is_master" in v.reason
     # a resume every rank does, logged on rank 0 only, is not this: the load must sit under the condition too

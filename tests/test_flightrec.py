@@ -187,3 +187,22 @@ def test_doctor_fr_from_the_command_line():
     assert v["culprit_rank"] == 1 and v["missing_ranks"] == [1] and v["first_disagreement"]["seq"] == 5, v
     out = run("--fr", str(DATA / "no-such-folder"))
     assert out.returncode == 2 and out.stderr.startswith("error: ") and out.stderr.count("\n") == 1, out.stderr
+
+
+def test_a_subgroup_gathered_over_the_world_counts_every_rank_and_one_extra_call_of_two_names_nobody(tmp_path):
+    # gloo files a new_group() as ('1', 'undefined') and records no member list: the all_gather's output (world x
+    # input) says every rank belongs; with two ranks, one rank's extra call and the other's skipped call look alike
+    sub = {**entry(1, op="all_gather", size=(1,), dtype="Long", pg=("1", "undefined")), "output_sizes": [[2, 1]]}
+    rep = analyse(write(tmp_path / "d", {0: [entry(1), entry(2), sub], 1: [entry(1), entry(2)]}), world_size=2)
+    fd = rep.first_disagreement
+    assert (fd["pg"], fd["missing"], rep.culprit_rank, fd["by"]) == ("group 1", [1], None, None), rep.text()
+    assert "the records alone cannot tell which" in fd["why"]
+
+
+def test_a_rank_that_issues_what_no_rank_ran_before_while_its_peer_runs_the_usual_one_is_named(tmp_path):
+    loop = [entry(s, op="broadcast" if s % 2 else "all_reduce", size=(4,) if s % 2 else (8,)) for s in range(1, 9)]
+    rep = analyse(write(tmp_path / "d", {0: loop + [entry(9, op="broadcast", size=(4,))],
+                                         1: loop + [entry(9, op="barrier", size=())]}))
+    fd = rep.first_disagreement
+    assert (fd["seq"], fd["kind"], rep.culprit_rank, fd["by"]) == (9, "op", 1, "new"), rep.text()
+    assert "#3, #5, #7" in fd["why"]

@@ -53,11 +53,13 @@ class Rule(str, Enum):
     SHORT_TIMEOUT = "short_timeout"  # gave up after less than a second: the timeout's value (or unit) is the fault
     NAMED = "named"                 # a waiting rank's error names whom it waited for
     KEY_NEVER_SET = "key_never_set"  # ranks waited for a store key of the script's own that a rank never set
+    SKIPPED_CALL = "skipped_call"   # finished its script after a conditional return skipped a collective a peer waits in
     UNEVEN = "uneven"               # kept calling collectives after a peer had finished (uneven inputs)
     LATE = "late"                   # had not reached the stage the others failed in
     OUTSIDE_COLLECTIVE = "outside_collective"  # outside any collective while the others waited in one
     FURTHEST_BEHIND = "furthest_behind"        # stopped from outside: the rank that had started the fewest stages
     UNMATCHED = "unmatched"         # waited in a collective no other rank calls
+    NEW_COLLECTIVE = "new_collective"  # the collective records: it alone issued a collective no rank had before
     DIFFERENT_COLLECTIVES = "different_collectives"  # ranks waited in different calls; the rank-conditional one named
     COLLECTIVE_IN_LOCK = "collective_in_lock"        # a collective inside a lock: the holder waits for ranks that wait
     RANK_ONLY_COLLECTIVE = "rank_only_collective"    # a documented collective under a documented rank-zero condition

@@ -19,6 +19,7 @@ from typing import Callable, Iterator
 from nbhelpers.diagnosis.api import Failure, Rule, Verdict
 from nbhelpers.diagnosis.hang import rank_ranges
 from nbhelpers.diagnosis.rankonly import rank_only_calls
+from nbhelpers.diagnosis.structure import early_exit_before
 from nbhelpers.diagnosis.tracebacks import RANK_PREFIX, SPY_FRAME, Frame, Where, exceptions, stack_frames, where_from
 from nbhelpers.diagnosis.watchdog import SHORT_TIMEOUT_MS, timeout_ms
 
@@ -201,8 +202,8 @@ class RankView:
         """It ran its script to the end: exit 0, or stopped (a peer's failure brought torchrun's stop) while its
         stack dump showed threads but no Python frame and its log no error: the interpreter shutting down after the
         script's last line (a rank dying of its own exception shows no frame either, but a traceback)."""
-        if self.record.get("returncode") == 0:
-            return True
+        if self.record.get("returncode") == 0 or self.record.get("python_exit") == 0:
+            return True  # python_exit: the rank shim saw the script end with code 0 (a later abort in teardown aside)
         lines = self.stack.splitlines()
         return bool(self.record.get("stop_signal")) and any(ln.startswith("Thread ") for ln in lines) and \
             not any(SPY_FRAME.match(ln) for ln in lines) and self.error is None and self.traceback is None
@@ -337,6 +338,7 @@ class Evidence:
     stop_time: float | None = None
     torchrun_log: str = ""
     sources: dict[str, str] = field(default_factory=dict)   # the user's source files named in frames: path -> text
+    record: dict | None = None   # the ranks' collective records compared (flightrec.FRReport.to_dict), when written
 
     @cached_property
     def world(self) -> int:
@@ -942,6 +944,36 @@ def key_never_set(ev: Evidence) -> Verdict | None:
                     "rank wait at one barrier after it", [f"rank {r}: {ev.by_rank[r].error}" for r in sorted(waiting)])
 
 
+def skipped_call(ev: Evidence) -> Verdict | None:
+    """Needs: a rank that ran its script to the end (:meth:`RankView.finished`), a peer's position in a collective
+    (traceback or stack dump), the user's source, and the collective records where written.  Concludes: when the
+    finished rank never made the collective its peer waited in (its record lacks it) and a function on the peer's way
+    to that call returns early under a condition before it (``if not self.exports: return`` ahead of a gather,
+    :mod:`nbhelpers.diagnosis.structure`), the finished rank took that return and skipped a call every rank must
+    make: it is named, with the return's line."""
+    done = [v for v in ev.views if v.finished()]
+    fd = (ev.record or {}).get("first_disagreement")
+    if len(done) != 1 or (ev.record is not None and not (fd and done[0].rank in fd["missing"])):
+        return None  # the records, where written, must show the finished rank never reached the call
+    f = done[0]
+    for w in ev.views:
+        if w is f or w.finished() or w in ev.crashed_alone or not (w.where and w.where.collective):
+            continue
+        for fr in reversed([x for x in w.where.frames if not x.library]):
+            ex = early_exit_before(ev.sources[fr.file], fr.line) if fr.file in ev.sources else None
+            if ex is None:
+                continue
+            name = fr.file.rsplit("/", 1)[-1]
+            v = ev.blame(f.rank, Rule.SKIPPED_CALL, f"rank {f.rank} ran its script to the end without the collective "
+                         f"rank {w.rank} waited in ({w.where.describe()}): {ex.func}() returns at line {ex.line} under "
+                         f"`{ex.guard}` (line {ex.guard_line}) before line {fr.line}, and rank {f.rank} took that "
+                         f"return, a call every rank must make", [f"{name}:{ex.guard_line}: {ex.guard}", f"{name}:{ex.line}: return",
+                                           f"rank {w.rank}: {w.error or w.where.describe()}"],
+                         Failure.COLLECTIVE_MISMATCH)
+            return replace(v, where=f"{fr.file}:{ex.line} in {ex.func}: return")
+    return None
+
+
 def uneven_collectives(ev: Evidence) -> Verdict | None:
     """Needs: exit records and tracebacks.  Concludes: when a rank finished its script (exit 0, or stopped while
     shutting down after its last line: :meth:`RankView.finished`) while another
@@ -959,6 +991,28 @@ def uneven_collectives(ev: Evidence) -> Verdict | None:
                     "matched: the ranks issued different numbers of collectives (uneven inputs: more batches on "
                     f"rank {v.rank}, or fewer on the others)", progress + [f"rank {v.rank}: {v.error}"],
                     Failure.COLLECTIVE_MISMATCH)
+
+
+def new_collective(ev: Evidence) -> Verdict | None:
+    """Needs: the ranks' collective records (the Flight Recorder entries the rank shim writes: sequence number, op,
+    sizes, dtype per collective).  Concludes: at the first collective the records disagree on, one rank issued a
+    collective no rank had issued before while its peers issued one every rank had run before (DDP's broadcast at
+    each forward, a loop's all_reduce), or one rank differs from all its peers: that rank left the path every rank
+    shared (a loop left early, a call of its own) and is named (:func:`nbhelpers.diagnosis.flightrec.analyse`)."""
+    fd = (ev.record or {}).get("first_disagreement")
+    if not fd or fd.get("by") not in ("new", "majority") or fd["missing"] or fd["culprit"] not in ev.by_rank:
+        return None
+    r = fd["culprit"]
+    mine = next(g for g in fd["groups"] if r in g["ranks"])
+    theirs = "; ".join(f"rank{'s' if len(g['ranks']) > 1 else ''} {rank_ranges(g['ranks'])} {g['desc']}"
+                       for g in fd["groups"] if r not in g["ranks"])
+    where = ev.by_rank[r].where
+    at = f" ({where.describe()})" if where and where.collective else ""
+    return ev.blame(r, Rule.NEW_COLLECTIVE, f"the ranks' collective records part at collective #{fd['seq']} on "
+                    f"{fd['pg']}: rank {r} issued {mine['desc']}{at} where {theirs}; {fd['why']}. Rank {r} left the path "
+                    "every rank had shared (a loop left early on a condition of its own, a call only it makes)", [f"record: {fd['torch']}" if fd.get("torch") else
+                                                        f"record: collective #{fd['seq']}"]
+                    + [f"rank {v.rank}: {v.error}" for v in ev.views if v.error][:2], Failure.COLLECTIVE_MISMATCH)
 
 
 def different_collectives(ev: Evidence) -> Verdict | None:
@@ -1152,16 +1206,16 @@ def nobody_stands_out(ev: Evidence) -> Verdict:
 RULES: list[Callable[[Evidence], Verdict | None]] = [
     passed, desync_rule, rank_only_collective, size_mismatch, model_mismatch, exit_without_destroy, ddp_segfault, same_error, race,
     crashed, wrong_world, short_timeout, named, key_never_set,
-    uneven_collectives, unmatched, late, different_collectives, collective_in_lock, outside_collective,
+    skipped_call, uneven_collectives, unmatched, late, new_collective, different_collectives, collective_in_lock, outside_collective,
     furthest_behind, unreachable,
     own_error, nobody_stands_out,
 ]
 
 
 def find_culprit(views: list[RankView], status: str, stop_time: float | None = None,
-                 torchrun_log: str = "", sources: dict[str, str] | None = None) -> Verdict:
+                 torchrun_log: str = "", sources: dict[str, str] | None = None, record: dict | None = None) -> Verdict:
     """The verdict of the first rule in :data:`RULES` that concludes."""
-    ev = Evidence(views, status, stop_time, torchrun_log, dict(sources or {}))
+    ev = Evidence(views, status, stop_time, torchrun_log, dict(sources or {}), record)
     return next(v for rule in RULES if (v := rule(ev)) is not None)
 
 

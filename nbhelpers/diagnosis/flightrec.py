@@ -300,7 +300,13 @@ def _members(dumps: Dumps, world: int) -> dict[tuple, list[int]]:
             members[e["process_group"]].add(d.rank)
     out = {}
     for pg, seen in members.items():
-        ranks = set(range(world)) if pg[1] == DEFAULT_PG else seen
+        # a group gathered over the whole world (an all_gather's output is world times its input) holds every
+        # rank, whichever of them reached it: a subgroup of new_group() over all ranks, named 'undefined' by gloo
+        whole = pg[1] == DEFAULT_PG or any(
+            e["process_group"] == pg and _op(e).startswith("all_gather") and e["input_sizes"] and e["output_sizes"]
+            and math.prod(e["output_sizes"][0]) == world * max(1, math.prod(e["input_sizes"][0]))
+            for d in dumps.ranks.values() for e in d.entries)
+        ranks = set(range(world)) if whole else seen
         for d in dumps.ranks.values():
             cfg = d.pg_config.get(pg[0])
             if pg[1] != DEFAULT_PG and cfg and cfg.get("desc") == pg[1]:
@@ -390,13 +396,17 @@ def _disagreement(pg, failure, by_seq, members, dumps) -> dict:
             if len(sigs) == 1:
                 usual.setdefault(sigs.pop(), []).append(s)
     culprit, why = _odd_one_out(groups, missing, usual)
+    # how the odd one was found: the others agree ("majority"), it never reached what the others wait in, a call
+    # every rank had run before ("missing"), or it alone issued a collective no rank had issued before ("new")
+    by = None if culprit is None else "missing" if culprit in missing else \
+        "majority" if why.startswith("the other") else "new"
     last_on = {r for r, d in dumps.ranks.items()
                if [e for e in d.entries if e["process_group"] == pg and not e["is_p2p"]][-1:] == [here.get(r)]}
     last_before = {}
     for r in missing:
         prev = [e for e in dumps.ranks[r].entries if e["process_group"] == pg and not e["is_p2p"]]
         last_before[r] = f"#{prev[-1]['collective_seq_id']} {_describe(_sig(prev[-1]))}" if prev else "none"
-    return {"seq": seq, "pg": _pg_label(pg), "kind": kind, "missing": missing, "culprit": culprit, "why": why,
+    return {"seq": seq, "pg": _pg_label(pg), "kind": kind, "missing": missing, "culprit": culprit, "by": by, "why": why,
             "groups": [{"ranks": rs, "op": s[0], "sizes": _sizes(s[1]), "dtype": s[3], "desc": _describe(s),
                         "where": _where(here[rs[0]])}
                        for s, rs in sorted(groups.items(), key=lambda kv: -len(kv[1]))],
@@ -424,7 +434,10 @@ def _odd_one_out(groups: dict[tuple, list[int]], missing: list[int], usual: dict
                                 f"{seen(next(iter(groups)))}" if len(groups) == 1
                                 else "no majority; the others ran collectives every rank ran before")
         return None, "no majority, and several ranks never reached it"
-    if len(odd) == 1 and len(odd[0][1]) == 1 and (len(groups) > 1 or missing):
+    if len(odd) == 1 and len(odd[0][1]) == 1 and missing and len(groups) == 1:
+        return None, (f"rank {odd[0][1][0]} ran a collective no rank had run before, which {_ranks(missing)} never "
+                      "reached: a call the others skipped, or one only it makes; the records alone cannot tell which")
+    if len(odd) == 1 and len(odd[0][1]) == 1 and len(groups) > 1:
         s, rs = odd[0]
         fine = [u for u in groups if u in usual]
         ref = f"; {_describe(fine[0])} is what every rank ran at {seen(fine[0])}" if fine else ""

@@ -127,6 +127,16 @@ REMEDIES: dict[Failure | Rule, tuple[str, ...]] = {
         "Give every rank the same number of batches: DistributedSampler (drop_last=True, or padding), or shards of "
         "equal length; when the inputs are uneven on purpose, wrap the loop in DDP's `with model.join():` "
         "(torch.distributed.algorithms.Join) so finished ranks shadow the collectives of the others.",),
+    Rule.SKIPPED_CALL: (
+        "Every rank must make the collective that rank skipped: move the early `return` after it (let every rank "
+        "gather, then return on the ranks with nothing more to do), or decide the condition from values every rank "
+        "shares. End every rank with dist.destroy_process_group(). A longer timeout only makes the wait last longer.",),
+    Rule.NEW_COLLECTIVE: (
+        "Make every rank issue the same collectives in the same order: a stop (early stopping, a NaN check, a step "
+        "budget) or a branch decided on one rank's own values must be decided together first (all_reduce the flag "
+        "or the metric, then every rank breaks at the same step).",
+        "`python -m nbhelpers doctor --fr DIR` prints the ranks' collective records side by side (the run folder's "
+        "fr/).",),
     Rule.DIFFERENT_COLLECTIVES: (
         "Every rank must call the same collectives in the same order. Move the collective out of the rank-conditional "
         "branch (call it on every rank, with src=0 for a broadcast), or make every branch call the same sequence.",
@@ -213,7 +223,8 @@ REMEDIES: dict[Failure | Rule, tuple[str, ...]] = {
 # would only send the reader looking for what the rule already found (DETAIL to find the mismatch, "find the rank
 # that was not in the collective"), or contradict it (a short timeout's fix is a longer timeout).
 COMPLETE = frozenset({Rule.RANK_ONLY_COLLECTIVE, Rule.COLLECTIVE_IN_LOCK, Rule.SHORT_TIMEOUT, Rule.RACE,
-                      Rule.KEY_NEVER_SET, Rule.WRONG_WORLD, Rule.UNEVEN, Rule.EXIT_WITHOUT_DESTROY})
+                      Rule.KEY_NEVER_SET, Rule.WRONG_WORLD, Rule.UNEVEN, Rule.EXIT_WITHOUT_DESTROY,
+                      Rule.SKIPPED_CALL, Rule.NEW_COLLECTIVE})
 
 
 def advice(rule: Rule | str | None, failure: Failure | str | None) -> list[str]:

@@ -167,10 +167,11 @@ def result_from_dir(log_dir: str | os.PathLike, launcher_log: str = "") -> "RunR
     else:
         ok = not any(v.error or v.traceback for v in views) and "ChildFailedError" not in torchrun_log
     status = "ok" if views and ok else "failed"
-    verdict = find_culprit(views, status, None, torchrun_log, read_sources(views))
+    collectives = collective_record(Path(log_dir) / "fr", len(views))
+    verdict = find_culprit(views, status, None, torchrun_log, read_sources(views), collectives)
     return RunResult(Path(log_dir).name, status, len(views), 0.0, Path(log_dir), [], records, [],
                      {v.rank: v.log for v in views}, {v.rank: v.stack for v in views if v.stack}, torchrun_log,
-                     verdict, 0.0, collectives=collective_record(Path(log_dir) / "fr", len(views)))
+                     verdict, 0.0, collectives=collectives)
 
 
 def collective_record(fr_dir: Path, world: int | None) -> dict | None:
@@ -659,6 +660,11 @@ class Run:
         self.ended = self.exited if self.nnodes > 1 and self.exited else time.time()
         self.poll()
         records = self.records()
+        for r, rec in records.items():  # the exit records completed (kernel, torchrun): the folder read back says so too
+            if "returncode" in rec:
+                tmp = self.log_dir / f".rank{r}.json.tmp"
+                tmp.write_text(json.dumps(rec))
+                os.replace(tmp, self.log_dir / f"rank{r}.json")
         stacks = {r: p.read_text() for r in self.tails if (p := self.log_dir / f"rank{r}.stack.txt").exists()}
         torchrun_log = (self.log_dir / "torchrun.log").read_text(errors="replace")
         if not records and self.stop_reason is None and self.proc.returncode != 0 and self.nnodes == 1:
@@ -675,7 +681,8 @@ class Run:
         else:
             status = "failed"
         views = self.views(records, stacks)
-        verdict = find_culprit(views, status, self.stop_time, torchrun_log, read_sources(views))
+        collectives = collective_record(self.log_dir / "fr", self.nproc if self.nnodes == 1 else None)
+        verdict = find_culprit(views, status, self.stop_time, torchrun_log, read_sources(views), collectives)
         hang = self.hangwatch.report if self.hangwatch is not None else None
         named = self.hangwatch.stragglers.named if self.hangwatch is not None else None
         history = self.hangwatch.stragglers.history if self.hangwatch is not None else []
@@ -693,7 +700,7 @@ class Run:
                          cleanup, None if verdict.culprit is None else named_s,
                          None if self.nnodes == 1 else mine, hang and hang.to_dict(), straggler,
                          [[round(t - self.started, 2), shares] for t, shares in history] if history else None,
-                         collective_record(self.log_dir / "fr", self.nproc if self.nnodes == 1 else None))
+                         collectives)
 
 
 def _is_shim(p: psutil.Process) -> bool:

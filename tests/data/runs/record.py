@@ -130,6 +130,10 @@ RUNS = {
                           "torch.export on rank 0 fails on a data-dependent branch (GuardOnDataDependentSymNode)"),
     "user-resume-apart": (user("resume_latest", folder="tests/userscripts_heldout14"),
                           "each rank resumes from its own latest snapshot; rank 1's newest is torn, so it resumes earlier"),
+    "user-skipped-gather": (user("multitask_load_forecast", folder="tests/userscripts_heldout17"),
+                            "rank 1 returns early from finish() and skips the final all_gather_object on a subgroup"),
+    "user-left-loop": (user("acc_credit_early_stop", folder="tests/userscripts_frameworks2"),
+                       "accelerate: rank 1 stops early on its own loss and waits in the final barrier; rank 0 trains on"),
 }
 TMP: Path  # where the user scripts run from, made in __main__ and removed when recording ends
 
@@ -143,12 +147,16 @@ def record(name: str) -> None:
     for f in res.log_dir.iterdir():
         if f.name.startswith("rank") or f.name == "torchrun.log":
             shutil.copy(f, out / f.name)
+    if any((res.log_dir / "fr").glob("rank*.pkl")):  # the ranks' collective records (the rank shim's)
+        (out / "fr").mkdir()
+        for f in (res.log_dir / "fr").glob("rank*.pkl"):
+            shutil.copy(f, out / "fr" / f.name)
     (out / "run.json").write_text(json.dumps({
         "what": what, "status": res.status, "recorded_verdict": res.verdict.to_dict(), "category": res.category,
         "torch": __import__("torch").__version__, "python": platform.python_version(), "machine": platform.machine(),
     }, indent=1) + "\n")
     if name.startswith("user-"):  # the scripts' paths as the tests find them (examples/faulty, ...)
-        for f in out.iterdir():
+        for f in (f for f in out.iterdir() if f.is_file()):
             f.write_text(re.sub(re.escape(str(TMP)) + r"/(\w+)", lambda m: FOLDERS[m.group(1)], f.read_text(errors="replace")))
     print(f"{name}: {res.status}, culprit {res.culprit} ({res.verdict.kind}), category {res.category}")
 

@@ -1,0 +1,44 @@
+"""What a rank may have skipped, read from the code's structure (nbhelpers.diagnosis.structure)."""
+from pathlib import Path
+
+from nbhelpers.diagnosis.structure import EarlyExit, early_exit_before
+
+REAL = Path(__file__).parent / "userscripts_heldout17" / "multitask_load_forecast.py"  # written apart from the rules
+
+
+def test_a_conditional_return_before_the_call_in_a_real_script():
+    src = REAL.read_text()
+    line = next(i for i, t in enumerate(src.splitlines(), 1) if "records = self.reporter.collect(" in t)
+    ex = early_exit_before(src, line)
+    assert ex == EarlyExit("finish", line - 2, line - 4, "if not self.exports_artifacts"), ex
+    assert early_exit_before(src, line - 3) is None  # the return's own branch: a rank there has not skipped it
+
+
+SRC = '''\
+def train(loader, cfg):
+    for batch in loader:
+        if batch is None:
+            return None
+        step(batch)
+    if cfg.only_eval:
+        def helper():
+            return 1
+        return helper()
+    gather()
+    if cfg.extra:
+        dist.barrier()
+        return
+    finish()
+'''
+
+
+def test_which_returns_count():
+    # the last conditional return on the way to the line, in its own function, outside the line's own branch
+    assert early_exit_before(SRC, 10) == EarlyExit("train", 9, 6, "if cfg.only_eval")
+    assert early_exit_before(SRC, 5) == EarlyExit("train", 4, 3, "if batch is None")
+    assert early_exit_before(SRC, 12) == EarlyExit("train", 9, 6, "if cfg.only_eval")  # not the return after it
+    assert early_exit_before(SRC, 14) == EarlyExit("train", 13, 11, "if cfg.extra")
+    assert early_exit_before(SRC, 8) is None          # a nested function's own line: no return before it there
+    assert early_exit_before(SRC, 2) is None          # nothing before it
+    assert early_exit_before("def f(:\n", 1) is None  # source that does not parse
+    assert early_exit_before("x = 1\n", 1) is None    # module level: no function
