@@ -26,7 +26,7 @@ SETS = {"dev": REPO / "examples" / "faulty", "held-out": REPO / "tests" / "users
         "eleventh set": REPO / "tests" / "userscripts_heldout11", "twelfth set": REPO / "tests" / "userscripts_heldout12",
         "thirteenth set": REPO / "tests" / "userscripts_heldout13", "fourteenth set": REPO / "tests" / "userscripts_heldout14",
         "fifteenth set": REPO / "tests" / "userscripts_heldout15", "sixteenth set": REPO / "tests" / "userscripts_heldout16",
-        "seventeenth set": REPO / "tests" / "userscripts_heldout17",
+        "seventeenth set": REPO / "tests" / "userscripts_heldout17", "eighteenth set": REPO / "tests" / "userscripts_heldout18",
         "frameworks (dev)": REPO / "examples" / "frameworks",
         "frameworks, second set": REPO / "tests" / "userscripts_frameworks2"}
 
