@@ -126,6 +126,7 @@ def test_doctor_on_a_torchrun_log_dir_names_the_culprit_rank_and_the_line(tmp_pa
     assert report and code == int(report.group(1)), (code, report)
     plain = subprocess.run(cmd[:-1], capture_output=True, text=True)
     assert "culprit:  rank 1" in plain.stdout and "--launcher-log" in plain.stderr
+    assert "record:   none: no rank wrote its collective record" in plain.stdout  # plain torchrun: no rank shim
 
 
 def test_doctor_on_a_folder_that_holds_no_ranks_logs_says_what_it_wants(tmp_path):

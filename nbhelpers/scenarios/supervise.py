@@ -95,8 +95,16 @@ def verdict_text(res: RunResult, script: str | None = None) -> str:
                      + ("no single rank" if h["culprit"] is None else f"rank {h['culprit']} at {h['where']}"))
     if d.get("straggler"):
         lines.append(f"slow:     {d['straggler']['text']}")
-    if (rec := d.get("collectives")) and not rec["ok"]:
+    rec = d.get("collectives")
+    if rec and not rec["ok"]:
         lines.append(f"record:   {rec['verdict'].splitlines()[0]}")
+        if rec["no_dump"]:
+            lines.append("          no record from " + "; ".join(
+                f"rank {r} ({why}{': it died before it could write one' if why == 'no dump file' else ''})"
+                for r, why in rec["no_dump"].items()))
+    elif rec is None:
+        lines.append("record:   none: no rank wrote its collective record (no collective ran, or the job was not "
+                     "started by `python -m nbhelpers run`, whose rank shim writes each rank's Flight Recorder entries)")
     if note := res.verdict.torchrun_note():
         lines.append(f"          ({note})")
     lines.append("evidence:")
