@@ -178,3 +178,31 @@ def test_attach_all_gives_each_job_on_the_node_its_own_verdict(hung_job, tmp_pat
     finally:
         stop_job(healthy)
         log.close()
+
+
+def test_attach_to_a_job_run_started_reads_its_ranks_collective_records(tmp_path):
+    """The same hung job started by `python -m nbhelpers run` (no hang watch stop: it runs until its timeout): attach
+    finds the run's folder in the ranks' environment, asks their rank shims for their collective records while
+    they hang, and shows what they say: rank 1 never reached the all_reduce rank 0 waits in."""
+    from nbhelpers.scenarios.supervise import example
+
+    script = example("train_sharded_files", tmp_path)
+    log = open(tmp_path / "run.log", "wb")
+    job = subprocess.Popen([sys.executable, "-m", "nbhelpers", "run", "--nproc", "2", "--timeout", "300",
+                            str(script), "--pg-timeout", "120"], cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=log,
+                           stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        out = cli(str(job.pid), "--json", "--wait", "90", timeout=150)
+        v = json.loads(out.stdout) if out.returncode == 1 else None
+        assert v is not None, (out.returncode, out.stdout[-2000:], out.stderr[-2000:])
+        assert v["culprit_rank"] == 1, v["reason"]
+        rec = v["collectives"]
+        assert rec is not None and not rec["ok"] and rec["first_disagreement"]["missing"] == [1], rec
+        assert "record: " in cli(str(job.pid), "--wait", "30", timeout=90).stdout
+    finally:
+        os.killpg(job.pid, signal.SIGINT)  # run stops its ranks and cleans up on an interrupt
+        try:
+            job.wait(60)
+        except subprocess.TimeoutExpired:
+            stop_job(job)
+        log.close()

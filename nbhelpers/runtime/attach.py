@@ -55,6 +55,7 @@ class RankProc:
     host: str = field(default_factory=lambda: os.uname().nodename)
     cmdline: str = ""
     world: str | None = None   # the store its job rendezvoused at (world_of)
+    run_dir: str | None = None  # the run folder of a job started by `run` (its rank shim writes collective records there)
 
     def __repr__(self) -> str:
         return f"<RankProc rank={self.rank} pid={self.pid} job={self.job_pid} {self.host}>"
@@ -118,7 +119,7 @@ def find_jobs() -> dict[int, list[RankProc]]:
         job = _job_of(p)
         jobs.setdefault(job.pid, {})[rank] = RankProc(rank, pid, job.pid, _int(env.get("LOCAL_RANK")),
                                                      _int(env.get("WORLD_SIZE")), cmdline=_cmd(p),
-                                                     world=world_of(env))
+                                                     world=world_of(env), run_dir=env.get("NBH_RUN_DIR"))
     return {j: [ranks[r] for r in sorted(ranks)] for j, ranks in jobs.items()}
 
 
@@ -137,6 +138,7 @@ class Attached:
     verdict: Verdict
     hang: Hang | None = None   # what the looks showed: who waited where, for how long (None: no hang seen)
     facts: dict[int, dict] = field(default_factory=dict)   # rank -> how long it stayed put, at work or not
+    collectives: dict | None = None  # the ranks' collective records compared, for a job `run` started (else None)
 
     @property
     def world(self) -> str | None:
@@ -167,6 +169,7 @@ class Attached:
                          **({"stack": self.stacks.get(rp.rank, "")} if stacks else {})})
         return {"job_pid": self.job_pid, "world": self.world, "starting": _starting(self),
                 "culprit_rank": self.culprit_rank, "hang": self.hang.to_dict() if self.hang else None,
+                "collectives": self.collectives,
                 "culprit_where": self.verdict.where,
                 "rule": self.verdict.kind, "reason": self.verdict.reason, "evidence": self.verdict.evidence,
                 "groups": {k: rank_ranges(v) for k, v in self.groups().items()}, "ranks": rows}
@@ -180,6 +183,8 @@ class Attached:
         v = self.verdict
         if self.hang:
             lines.append(f"hang: {self.hang.text()}")
+        if self.collectives and not self.collectives["ok"]:
+            lines.append(f"record: {self.collectives['verdict'].splitlines()[0]}")
         lines.append(f"culprit: rank {v.culprit}" + (f" at {v.where}" if v.where else "") + f" ({v.kind}): {v.reason}"
                      if v.culprit is not None else f"no single rank stands out: {v.reason}")
         if _starting(self):
@@ -212,8 +217,21 @@ class Jobs:
         return _pre(self.text())
 
 
-def _verdict(ranks: list[RankProc], stacks: dict[int, str]) -> Verdict:
-    return hang_verdict([RankView(rp.rank, stack=stacks.get(rp.rank, "")) for rp in ranks])
+def _verdict(ranks: list[RankProc], stacks: dict[int, str], record: dict | None = None) -> Verdict:
+    return hang_verdict([RankView(rp.rank, stack=stacks.get(rp.rank, "")) for rp in ranks], record=record)
+
+
+def _records(ranks: list[RankProc]) -> dict | None:
+    """For a job that ``run`` started (its ranks carry ``NBH_RUN_DIR``): ask its rank shims for their collective
+    records now and compare them; None for any other job (plain torchrun writes none)."""
+    run_dir = next((rp.run_dir for rp in ranks if rp.run_dir), None)
+    if run_dir is None or not (Path(run_dir) / "fr").is_dir():
+        return None
+    from nbhelpers.runtime.launcher import ask_for_records, collective_record
+
+    fr = Path(run_dir) / "fr"
+    ask_for_records(fr, lambda: [rp.rank for rp in ranks if psutil.pid_exists(rp.pid)])
+    return collective_record(fr, len(ranks))
 
 
 def _pick(jobs: dict[int, list[RankProc]], pid: int | None) -> list[int]:
@@ -235,6 +253,18 @@ def _pick(jobs: dict[int, list[RankProc]], pid: int | None) -> list[int]:
                 return [j]
         except psutil.Error:
             pass
+    under = []  # the job's launcher runs under pid (`python -m nbhelpers run`, a shell script, srun)
+    for j in jobs:
+        try:
+            if any(a.pid == pid for a in psutil.Process(j).parents()):
+                under.append(j)
+        except psutil.Error:
+            pass
+    if len(under) == 1:
+        return under
+    if under:
+        raise AttachError(f"pid {pid} runs {len(under)} jobs: " + ", ".join(str(j) for j in under),
+                          "give one of those pids, or --all")
     raise AttachError(f"pid {pid} is not a distributed job or one of its ranks",
                       "jobs running here: " + ", ".join(str(j) for j in jobs))
 
@@ -284,7 +314,9 @@ def _watch(pick, wait: float, hang_after: float) -> list[Attached]:
                                   for rp in jobs[j]})
             a = Attached(j, jobs[j], st, Verdict(None, Rule.NONE, ""))
             a.hang, a.facts = None if _starting(a) else tracker.hang(now), tracker.facts(now)
-            a.verdict = _verdict(jobs[j], st) if a.hang else \
+            if a.hang:
+                a.collectives = _records(jobs[j])
+            a.verdict = _verdict(jobs[j], st, a.collectives) if a.hang else \
                 Verdict(None, Rule.NONE, f"no hang in the {now - first:.1f} s watched: {tracker.why_not(now)}")
             if a.culprit_rank is not None:
                 named[j] = a

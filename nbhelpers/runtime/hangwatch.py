@@ -91,7 +91,12 @@ class HangWatch:
         hang = self.tracker.hang(now)
         if hang is None:
             return None
-        self.report = HangReport(hang, hang_verdict(self.run.views(records, stacks), now), time.time(), stacks)
+        from nbhelpers.runtime.launcher import collective_record
+
+        self.run.request_record()  # the ranks' collective records as they stand in the hang
+        world = self.run.nproc if getattr(self.run, "nnodes", 1) == 1 else None
+        record = collective_record(self.run.log_dir / "fr", world)
+        self.report = HangReport(hang, hang_verdict(self.run.views(records, stacks), now, record), time.time(), stacks)
         return self.report
 
 
@@ -137,8 +142,9 @@ def cpu_moving(pids: dict, last: dict, now: float, share: float = CPU_SHARE) -> 
     return _moving(pids, last, now, lambda p: (t := p.cpu_times()).user + t.system, share)
 
 
-def hang_verdict(views: list, now: float | None = None) -> Verdict:
-    """The culprit rules over ranks that are still running (their stacks, and the user's source they point at)."""
+def hang_verdict(views: list, now: float | None = None, record: dict | None = None) -> Verdict:
+    """The culprit rules over ranks that are still running (their stacks, the user's source they point at, and their
+    collective records where written)."""
     from nbhelpers.runtime.launcher import read_sources
 
-    return find_culprit(views, "hang", now, "", read_sources(views))
+    return find_culprit(views, "hang", now, "", read_sources(views), record)

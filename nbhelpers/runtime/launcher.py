@@ -45,7 +45,8 @@ from nbhelpers.runtime.launchspec import REPO_ROOT, SHIM, LaunchSpec, child_env,
 from nbhelpers.runtime.ports import check_port, free_port
 from nbhelpers.runtime.progress import LiveView
 
-__all__ = ["Run", "RunResult", "launch", "run_one", "read_run_dir", "read_log_dir", "result_from_dir", "runs_dir"]
+__all__ = ["Run", "RunResult", "ask_for_records", "collective_record", "launch", "run_one", "read_run_dir", "read_log_dir",
+           "result_from_dir", "runs_dir"]
 
 READY_STAGES = ("rendezvous", "connect")  # the stage events that end a rank program's start-up
 GLOO_SOURCE = re.compile(r"\[[^\]\s]*\.(?:cc|cpp|h):\d+\]\s*")  # "[../gloo/transport/tcp/pair.cc:598] "
@@ -172,6 +173,23 @@ def result_from_dir(log_dir: str | os.PathLike, launcher_log: str = "") -> "RunR
     return RunResult(Path(log_dir).name, status, len(views), 0.0, Path(log_dir), [], records, [],
                      {v.rank: v.log for v in views}, {v.rank: v.stack for v in views if v.stack}, torchrun_log,
                      verdict, 0.0, collectives=collectives)
+
+
+def ask_for_records(fr_dir: Path, running, wait: float = 1.5) -> None:
+    """Ask the ranks of a run for their collective records now: the rank shim's thread writes ``fr/rank<R>.pkl``
+    within 0.2 s of ``fr/request``, even while its rank waits in a collective.  Waits up to ``wait`` s until every
+    rank ``running()`` lists has written one since the request."""
+    request = fr_dir / "request"
+    if not fr_dir.is_dir():
+        return
+    request.touch()
+    asked = request.stat().st_mtime_ns
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        ranks = list(running())
+        if all((p := fr_dir / f"rank{r}.pkl").exists() and p.stat().st_mtime_ns >= asked for r in ranks):
+            return
+        time.sleep(0.05)
 
 
 def collective_record(fr_dir: Path, world: int | None) -> dict | None:
@@ -580,21 +598,10 @@ class Run:
         return procs.stop_tree(self.root, first=[self.root, *shims], grace=self.grace)
 
     def request_record(self, wait: float = 1.5) -> None:
-        """Ask every running rank for its collective record now (the rank shim's thread writes ``fr/rank<R>.pkl``
-        within 0.2 s, even while the rank waits in a collective) and wait up to ``wait`` s for them."""
-        request = self.log_dir / "fr" / "request"
-        if not request.parent.is_dir():
-            return
-        request.touch()
-        asked = request.stat().st_mtime_ns
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            running = [r for r, rec in self.records().items() if "end" not in rec and "python_end" not in rec]
-            fresh = [r for r in running if (p := self.log_dir / "fr" / f"rank{r}.pkl").exists()
-                     and p.stat().st_mtime_ns >= asked]
-            if len(fresh) == len(running):
-                return
-            time.sleep(0.05)
+        """Ask every running rank for its collective record now and wait up to ``wait`` s for them
+        (:func:`ask_for_records`)."""
+        ask_for_records(self.log_dir / "fr", lambda: [r for r, rec in self.records().items()
+                                                      if "end" not in rec and "python_end" not in rec], wait)
 
     def _dump_stacks(self) -> None:
         """Every running rank's stack, read at once before any rank is stopped (a rank torn down first would
@@ -622,7 +629,6 @@ class Run:
                     cleanup = self.stop("timeout")
                     break
                 if self.hangwatch is not None and self.early_verdict is None and self.hangwatch.poll() is not None:
-                    self.request_record()  # the records as they stand in the hang
                     view.update(force=True)
                     if self.stop_on_hang:
                         cleanup = self.stop("hang")
