@@ -10,7 +10,7 @@ import pytest
 
 from nbhelpers.diagnosis import culprit as C
 from nbhelpers.diagnosis.api import Rule
-from nbhelpers.diagnosis.remedies import advice
+from nbhelpers.diagnosis.remedies import REMEDIES, advice
 from nbhelpers.runtime.launcher import collective_record, read_run_dir, read_sources
 
 RUNS = Path(__file__).resolve().parent / "data" / "runs"
@@ -84,6 +84,8 @@ DECIDED_BY = {  # recorded run -> the rule that must decide it
     # the ranks' collective records (the rank shim's Flight Recorder entries) and the code's structure decide these
     "user-skipped-gather": C.skipped_call,  # rank 1 returned early from finish(): its record lacks the final gather
     "user-left-loop": C.new_collective,     # accelerate: rank 1's barrier #91 where rank 0 ran DDP's usual broadcast
+    # SIGBUS on a memory-mapped file another rank's code rewrote in place (two sets written apart: plain torch, Fabric)
+    "user-mapped-rewrite": C.mapped_file_shrunk, "user-mapped-rewrite-fabric": C.mapped_file_shrunk,
 }
 EXPECTED_FAILURE = {  # what each user-script run must be called, besides its culprit
     "user-valueerror": (1, "rank_error"), "user-oom-allgather": (1, "oom_in_collective"),
@@ -107,6 +109,7 @@ EXPECTED_FAILURE = {  # what each user-script run must be called, besides its cu
     "user-short-timeout": (None, None), "user-export-guard": (0, "rank_error"),
     "user-resume-apart": (1, None),  # the run's category is the classifier's collective_timeout
     "user-skipped-gather": (1, "collective_mismatch"), "user-left-loop": (1, "collective_mismatch"),
+    "user-mapped-rewrite": (1, None), "user-mapped-rewrite-fabric": (0, None),  # the classifier's worker_killed
 }
 
 
@@ -636,3 +639,15 @@ def test_a_dataloader_workers_reset_connection_is_not_a_lost_peer():
     views[1] = C.RankView(1, log=lost, record={"returncode": 1, "python_exit": 1})
     assert "lost sys.stderr" in lost and not views[1].lost_peer() and not views[1].victim()
     assert C.find_culprit(views, "failed").culprit == 1
+
+
+def test_sigbus_on_a_rewritten_mapped_file_names_the_rewriter_at_its_line_and_the_victims_read():
+    # faulthandler lists the rank shim's own thread before the thread that died: the victim's position is the latter
+    for name, victim, read in (("user-mapped-rewrite", 0, "memmap_ngram_lm.py:71 in window_batches"),
+                               ("user-mapped-rewrite-fabric", 1, "fabric_charlm_memmap.py:92 in <listcomp>")):
+        ev, _ = evidence(name)
+        assert "Thread 0x" in ev.by_rank[victim].log.split("Current thread", 1)[0]
+        assert ev.by_rank[victim].position.describe() == f"at {read}", ev.by_rank[victim].position
+        v = C.mapped_file_shrunk(ev)
+        assert v.culprit == 1 - victim and f"killed by SIGBUS at {read}" in v.reason and 'mode="w+"' in v.where, v
+        assert any("man7.org" in e for e in v.evidence) and advice(v.kind, "worker_killed") == list(REMEDIES[v.kind])

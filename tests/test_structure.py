@@ -42,3 +42,31 @@ def test_which_returns_count():
     assert early_exit_before(SRC, 2) is None          # nothing before it
     assert early_exit_before("def f(:\n", 1) is None  # source that does not parse
     assert early_exit_before("x = 1\n", 1) is None    # module level: no function
+
+
+MAPPED = '''\
+import numpy as np
+
+def build(path, arr):
+    m = np.memmap(path, dtype=np.uint16, mode="w+", shape=arr.shape)
+    m[:] = arr
+
+def read(path):
+    return np.memmap(path, dtype=np.uint16, mode="r")
+
+def main(rank, arr):
+    if rank % 2 == 1:
+        build("a.bin", arr)
+    np.lib.format.open_memmap("b.npy", "w+", shape=(3,))
+'''
+
+
+def test_rewrites_of_mapped_files_and_the_condition_they_run_under():
+    from nbhelpers.diagnosis.structure import mapped_rewrites
+
+    found = mapped_rewrites(MAPPED)
+    assert [(m.line, m.func, m.guard_line, m.guard) for m in found] == [
+        (4, "build", 11, "if rank % 2 == 1"),   # the condition around the call of its function
+        (13, "main", None, None)], found        # every rank rewrites it: no condition
+    assert "numpy.org" in found[0].source and "overwrites" in found[0].says
+    assert mapped_rewrites("def f(:\n") == []

@@ -48,6 +48,7 @@ class Rule(str, Enum):
     DDP_SEGFAULT = "ddp_segfault"   # every rank crashed in DDP's constructor: the environment, not a rank
     SAME_ERROR = "same_error"       # every rank raised the same error at the same line: what they share is at fault
     RACE = "race"                   # every rank takes the same exclusive thing (a port, a new folder): a race, not a rank
+    MAPPED_FILE_SHRUNK = "mapped_file_shrunk"  # SIGBUS reading a mapped file that a peer's code rewrote in place
     CRASHED = "crashed"             # died on its own (signal, exit code, its own exception) before the others failed
     WRONG_WORLD = "wrong_world"     # waited for a rank that does not exist: its world size or rank is wrong
     SHORT_TIMEOUT = "short_timeout"  # gave up after less than a second: the timeout's value (or unit) is the fault

@@ -19,7 +19,7 @@ from typing import Callable, Iterator
 from nbhelpers.diagnosis.api import Failure, Rule, Verdict
 from nbhelpers.diagnosis.hang import rank_ranges
 from nbhelpers.diagnosis.rankonly import rank_only_calls
-from nbhelpers.diagnosis.structure import early_exit_before
+from nbhelpers.diagnosis.structure import early_exit_before, mapped_rewrites, sigbus_doc
 from nbhelpers.diagnosis.tracebacks import RANK_PREFIX, SPY_FRAME, Frame, Where, exceptions, stack_frames, where_from
 from nbhelpers.diagnosis.watchdog import SHORT_TIMEOUT_MS, timeout_ms
 
@@ -944,6 +944,40 @@ def key_never_set(ev: Evidence) -> Verdict | None:
                     "rank wait at one barrier after it", [f"rank {r}: {ev.by_rank[r].error}" for r in sorted(waiting)])
 
 
+def mapped_file_shrunk(ev: Evidence) -> Verdict | None:
+    """Needs: exit records (a rank killed by SIGBUS), faulthandler's dump of its stack, and the user's source.
+    Concludes: mmap(2) raises SIGBUS on a read of a mapped file past its end, "including the case where another
+    process has truncated the file"; when the source rewrites a memory-mapped file in place (``np.memmap(path,
+    mode="w+")``, which numpy documents as creating or overwriting the file) under a condition (in its function, or
+    around a call of it), the rank that ran it shrank the file under its peer's mapping.  With two ranks, the peer of
+    the killed rank is named at the rewrite's line; otherwise, or when every rank rewrites it, nobody
+    (:func:`nbhelpers.diagnosis.structure.mapped_rewrites`, its catalog ``data/mapped_rewrites.json``)."""
+    bus = [v for v in ev.views if v.record.get("signal") == "SIGBUS" or any(
+        FATAL.match(ln) and ln.rstrip().endswith("Bus error") for ln in v.log.splitlines())]
+    found = [(path, m) for path, text in ev.sources.items() for m in mapped_rewrites(text)]
+    if len(bus) != 1 or not found:
+        return None
+    v, (path, m) = bus[0], found[0]
+    says, doc = sigbus_doc()
+    at = f" {v.position.describe()}" if v.position else ""   # "at file:line in func"
+    name = path.rsplit("/", 1)[-1]
+    evidence = [f"rank {v.rank}: killed by SIGBUS{at}", f"{name}:{m.line}: {m.call}",
+                f"documented: {m.says} ({m.source})", f"documented: {says} ({doc})"]
+    what = (f"rank {v.rank} was killed by SIGBUS{at}, a read of a memory-mapped file past its end (mmap(2): also "
+            f"when another process has truncated the file); {m.call} at {name}:{m.line} (in {m.func}) rewrites a "
+            "memory-mapped file in place")
+    peers = [w for w in ev.views if w.rank != v.rank]
+    if m.guard is None or len(peers) != 1:
+        return ev.nobody(Rule.MAPPED_FILE_SHRUNK, what + (", on every rank: whichever rewrote it last shrank it "
+                         "under the others" if m.guard is None else f", under `{m.guard}` (line {m.guard_line}): "
+                         "the rank that ran it shrank the file under the others' mappings"), evidence)
+    p = peers[0]
+    verdict = ev.blame(p.rank, Rule.MAPPED_FILE_SHRUNK, what + f" under `{m.guard}` (line {m.guard_line}), which rank "
+                       f"{v.rank} did not run: rank {p.rank} rewrote the file while rank {v.rank} still mapped it",
+                       evidence + [f"{name}:{m.guard_line}: {m.guard}"])
+    return replace(verdict, where=f"{path}:{m.line} in {m.func}: {m.call}")
+
+
 def skipped_call(ev: Evidence) -> Verdict | None:
     """Needs: a rank that ran its script to the end (:meth:`RankView.finished`), a peer's position in a collective
     (traceback or stack dump), the user's source, and the collective records where written.  Concludes: when the
@@ -1205,7 +1239,7 @@ def nobody_stands_out(ev: Evidence) -> Verdict:
 
 RULES: list[Callable[[Evidence], Verdict | None]] = [
     passed, desync_rule, rank_only_collective, size_mismatch, model_mismatch, exit_without_destroy, ddp_segfault, same_error, race,
-    crashed, wrong_world, short_timeout, named, key_never_set,
+    mapped_file_shrunk, crashed, wrong_world, short_timeout, named, key_never_set,
     skipped_call, uneven_collectives, unmatched, late, new_collective, different_collectives, collective_in_lock, outside_collective,
     furthest_behind, unreachable,
     own_error, nobody_stands_out,
@@ -1322,6 +1356,8 @@ def _fatal_where(v: RankView) -> Where | None:
     at = next((i for i, ln in enumerate(lines) if FATAL.match(ln)), None)
     if at is None:
         return None
+    # the thread that died: faulthandler lists the other threads first (the rank shim's own, a DataLoader's pin thread)
+    at = next((i for i in range(at, len(lines)) if lines[i].startswith("Current thread ")), at)
     frames = []
     for ln in lines[at:]:
         m = re.match(r'^\s*File "([^"]+)", line (\d+) in (\S+)', ln)

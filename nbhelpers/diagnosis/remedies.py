@@ -127,6 +127,10 @@ REMEDIES: dict[Failure | Rule, tuple[str, ...]] = {
         "Give every rank the same number of batches: DistributedSampler (drop_last=True, or padding), or shards of "
         "equal length; when the inputs are uneven on purpose, wrap the loop in DDP's `with model.join():` "
         "(torch.distributed.algorithms.Join) so finished ranks shadow the collectives of the others.",),
+    Rule.MAPPED_FILE_SHRUNK: (
+        "Never rewrite a file in place while another rank maps it: write the new data to a new file (a temporary "
+        "name, then os.replace, which leaves the old file whole for mappings that still use it), then let every "
+        "rank open the new one after a barrier; or give each epoch's data its own file name.",),
     Rule.SKIPPED_CALL: (
         "Every rank must make the collective that rank skipped: move the early `return` after it (let every rank "
         "gather, then return on the ranks with nothing more to do), or decide the condition from values every rank "
@@ -224,7 +228,7 @@ REMEDIES: dict[Failure | Rule, tuple[str, ...]] = {
 # that was not in the collective"), or contradict it (a short timeout's fix is a longer timeout).
 COMPLETE = frozenset({Rule.RANK_ONLY_COLLECTIVE, Rule.COLLECTIVE_IN_LOCK, Rule.SHORT_TIMEOUT, Rule.RACE,
                       Rule.KEY_NEVER_SET, Rule.WRONG_WORLD, Rule.UNEVEN, Rule.EXIT_WITHOUT_DESTROY,
-                      Rule.SKIPPED_CALL, Rule.NEW_COLLECTIVE})
+                      Rule.SKIPPED_CALL, Rule.NEW_COLLECTIVE, Rule.MAPPED_FILE_SHRUNK})
 
 
 def advice(rule: Rule | str | None, failure: Failure | str | None) -> list[str]:

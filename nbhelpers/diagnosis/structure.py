@@ -8,9 +8,12 @@ nothing by names: any condition, any variables, read from the tree of the functi
 from __future__ import annotations
 
 import ast
+import json
 from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
 
-__all__ = ["EarlyExit", "early_exit_before"]
+__all__ = ["EarlyExit", "MappedRewrite", "early_exit_before", "mapped_rewrites", "sigbus_doc"]
 
 
 @dataclass(frozen=True)
@@ -62,3 +65,77 @@ def early_exit_before(source: str, line: int) -> EarlyExit | None:
     ret, guard = found
     test = ast.get_source_segment(source, guard.test) or "..."
     return EarlyExit(func.name, ret.lineno, guard.lineno, f"if {test}")
+
+
+@dataclass(frozen=True)
+class MappedRewrite:
+    """A call that creates or overwrites a memory-mapped file (``np.memmap(path, mode="w+")``)."""
+    line: int
+    func: str            # the function it is in ("<module>" at the top level)
+    call: str            # its source text, shortened
+    guard_line: int | None   # the condition it runs under (in its function, or around a call of its function)
+    guard: str | None
+    says: str            # what the library documents about it
+    source: str
+
+
+@lru_cache(maxsize=1)
+def _mapped() -> dict:
+    return json.loads(resources.files("nbhelpers").joinpath("data/mapped_rewrites.json").read_text())
+
+
+def sigbus_doc() -> tuple[str, str]:
+    """What mmap(2) says of SIGBUS on a mapped file, and where."""
+    d = _mapped()["sigbus"]
+    return d["says"], d["source"]
+
+
+def _callee(call: ast.Call) -> str | None:
+    f = call.func
+    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+
+
+def _mode(call: ast.Call, entry: dict) -> str | None:
+    arg = next((k.value for k in call.keywords if k.arg == entry["mode_keyword"]), None)
+    if arg is None and len(call.args) > entry["mode_position"]:
+        arg = call.args[entry["mode_position"]]
+    return arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else None
+
+
+def mapped_rewrites(source: str) -> list[MappedRewrite]:
+    """The calls in ``source`` that create or overwrite a memory-mapped file (the catalog
+    ``nbhelpers/data/mapped_rewrites.json``), each with the ``if`` it runs under: one around it in its function, else
+    one around a call of its function elsewhere in the file (``if fabric.is_global_zero: build_corpus(...)``)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    parents = {c: p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
+
+    def up(node):  # the innermost if holding node, and its function (stopping there)
+        guard, n = None, node
+        while n in parents:
+            n = parents[n]
+            if isinstance(n, ast.If) and guard is None:
+                guard = n
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return guard, n
+        return guard, None
+
+    def text(node, width=90):
+        t = " ".join((ast.get_source_segment(source, node) or "").split())
+        return t if len(t) <= width else t[:width - 1] + "…"
+
+    found = []
+    for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
+        entry = next((e for e in _mapped()["rewrites"] if _callee(call) in e["names"]), None)
+        if entry is None or _mode(call, entry) not in entry["modes"]:
+            continue
+        guard, func = up(call)
+        if guard is None and func is not None:  # the function's callers in this file, under a condition
+            guard = next((g for c in ast.walk(tree) if isinstance(c, ast.Call) and _callee(c) == func.name
+                          for g in [up(c)[0]] if g is not None), None)
+        found.append(MappedRewrite(call.lineno, func.name if func else "<module>", text(call),
+                                   guard.lineno if guard else None, f"if {text(guard.test)}" if guard else None,
+                                   entry["says"], entry["source"]))
+    return sorted(found, key=lambda m: m.line)

@@ -99,7 +99,7 @@ def read_sources(views: list[RankView], search: Sequence[str | os.PathLike] = ()
     at most each."""
     found: dict[str, str] = {}
     for v in views:
-        files = [f.file for w in (v.where, v.traceback) if w for f in w.frames if not f.library]
+        files = [f.file for w in (v.where, v.traceback, v.position) if w for f in w.frames if not f.library]
         argv = v.record.get("argv") or []
         files += [argv[0]] if argv and argv[0].endswith(".py") else []
         for file in files:

@@ -132,6 +132,10 @@ RUNS = {
                           "each rank resumes from its own latest snapshot; rank 1's newest is torn, so it resumes earlier"),
     "user-skipped-gather": (user("multitask_load_forecast", folder="tests/userscripts_heldout17"),
                             "rank 1 returns early from finish() and skips the final all_gather_object on a subgroup"),
+    "user-mapped-rewrite": (user("memmap_ngram_lm", folder="tests/userscripts_heldout17"),
+                            "rank 1 rewrites a memory-mapped token cache shorter (np.memmap mode w+); rank 0 dies of SIGBUS"),
+    "user-mapped-rewrite-fabric": (user("fabric_charlm_memmap", folder="tests/userscripts_frameworks2"),
+                                   "Fabric: rank 0 rebuilds train.bin smaller each epoch; rank 1 dies of SIGBUS"),
     "user-left-loop": (user("acc_credit_early_stop", folder="tests/userscripts_frameworks2"),
                        "accelerate: rank 1 stops early on its own loss and waits in the final barrier; rank 0 trains on"),
 }
