@@ -563,8 +563,12 @@ def test_a_function_that_returns_early_on_other_ranks_is_rank_conditional():
     assert C.returns_unless_rank(symlink, 150)
     # seq_trainer.py (eleventh set): os.makedirs in Trainer.__init__, which every rank runs: no guard before it
     assert not C.returns_unless_rank((root / "userscripts_heldout11" / "seq_trainer.py").read_text(), 60)
-    assert C.returns_unless_rank("def f(rank):\n    if rank != 0:\n        return\n    os.makedirs('x')\n", 4)
-    assert not C.returns_unless_rank("def f(rank):\n    if rank != 0:\n        log()\n    os.makedirs('x')\n", 4)
+    # the rank is what the documented API returns, followed through the file: never a variable's name
+    made = "r = dist.get_rank()\n\ndef f():\n    if r != 0:\n        return\n    os.makedirs('x')\n"
+    assert C.returns_unless_rank(made, 6)
+    assert not C.returns_unless_rank(made.replace("return", "log()"), 6)
+    assert not C.returns_unless_rank(made.replace("r = dist.get_rank()", "r = load_setting()"), 6)
+    assert not C.returns_unless_rank("def f(rank):\n    if rank != 0:\n        return\n    os.makedirs('x')\n", 4)
 
 
 def test_a_timeout_under_a_second_is_the_fault_not_the_rank_still_busy():

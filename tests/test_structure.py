@@ -70,3 +70,55 @@ def test_rewrites_of_mapped_files_and_the_condition_they_run_under():
         (13, "main", None, None)], found        # every rank rewrites it: no condition
     assert "numpy.org" in found[0].source and "overwrites" in found[0].says
     assert mapped_rewrites("def f(:\n") == []
+
+
+FLOW = '''\
+import os
+import torch.distributed as dist
+import torch.multiprocessing as mp
+ROLE = {0: "learner", 1: "evaluator"}
+
+def is_main_process():
+    return dist.get_rank() == 0
+
+class Trainer:
+    def __init__(self, rank, loader):
+        self.rank = rank
+        self.loader = loader
+
+    @property
+    def is_lead(self):
+        return self.rank == 0
+
+def worker(idx, cfg):
+    tokenizer = idx % cfg.world == cfg.world - 1
+    role = ROLE[int(os.environ["RANK"])]
+    t = Trainer(rank=dist.get_rank(), loader=make_loader(shard=dist.get_rank()))
+    loss = t.loader.mean()
+    if tokenizer:
+        refill()
+    if role == "evaluator":
+        evaluate()
+    if t.is_lead:
+        save()
+    if loss < 0.5:
+        stop()
+    if is_main_process():
+        report()
+
+mp.spawn(worker, args=(cfg,), nprocs=2)
+'''
+
+
+def test_values_that_differ_by_rank_are_followed_through_the_files_own_code():
+    from nbhelpers.diagnosis.structure import rank_flow
+
+    flow = rank_flow(FLOW)
+    def at(text):
+        return next(i for i, t in enumerate(FLOW.splitlines(), 1) if text in t)
+    assert flow.branch(at("refill()")) == (at("if tokenizer:"), "if tokenizer")   # mp.spawn's first argument
+    assert flow.branch(at("evaluate()"))[1] == 'if role == "evaluator"'             # a role from a dict, by RANK
+    assert flow.branch(at("save()"))[1] == "if t.is_lead"                           # a property over a parameter
+    assert flow.branch(at("report()"))[1] == "if is_main_process()"                 # a function returning it
+    assert flow.branch(at("stop()")) is None  # the loss over the rank's own shard: its data, not its role
+    assert rank_flow("def f(:\n") is None

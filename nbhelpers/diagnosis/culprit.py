@@ -19,7 +19,7 @@ from typing import Callable, Iterator
 from nbhelpers.diagnosis.api import Failure, Rule, Verdict
 from nbhelpers.diagnosis.hang import rank_ranges
 from nbhelpers.diagnosis.rankonly import rank_only_calls
-from nbhelpers.diagnosis.structure import early_exit_before, mapped_rewrites, sigbus_doc
+from nbhelpers.diagnosis.structure import early_exit_before, mapped_rewrites, rank_flow, sigbus_doc
 from nbhelpers.diagnosis.tracebacks import RANK_PREFIX, SPY_FRAME, Frame, Where, exceptions, stack_frames, where_from
 from nbhelpers.diagnosis.watchdog import SHORT_TIMEOUT_MS, timeout_ms
 
@@ -58,8 +58,6 @@ OOM = re.compile(r"can't allocate memory|out of memory|std::bad_alloc|Cannot all
                  re.I)
 PROGRESS = re.compile(r"\b(?:step|steps|iter|iteration|batch|epoch)\b", re.I)
 LOCK_BLOCK = re.compile(r"^\s*(?:async\s+)?with\b.*(?:lock|Lock|LOCK|mutex|Mutex|semaphore|Semaphore).*:\s*(#.*)?$")
-RANK_CONDITION = re.compile(r"^\s*(if|elif)\b(.*(?:\brank\b|_rank\b|get_rank\(|is_main|is_master|main_process|master_process|"
-                            r"is_rank_zero|rank_zero|is_global_zero|is_local_main|local_main).*):\s*(#.*)?$")
 STORE_KEYS = re.compile(r"wait timeout after \d+ ?ms, keys: (\S+)")
 # a line saying the script resumed from a checkpoint at some epoch or step ("resumed from last.pt at epoch 4")
 RESUMED = re.compile(r"\b(?:resum\w*|restor\w*|load(?:ed|ing)?\b.*\bcheckpoint)\b"
@@ -1402,8 +1400,6 @@ def _enclosing(source: str, line: int, accept: Callable[[list[str], int], str | 
 
 
 LOOP = re.compile(r"^\s*(?:async\s+)?(?:for|while)\b.*:\s*(#.*)?$")
-EARLY_RETURN = re.compile(r"^\s*if\b.*(?:\brank\b|_rank\b|get_rank\(|is_main|is_master|main_process|master_process|"
-                          r"rank_zero|is_global_zero|local_main).*:\s*(?:return\b.*)?(#.*)?$")
 AUTOGRAD_FUNCTION = re.compile(r"^class\s+\w+\s*\((?:[\w.]*\.)?Function\)")  # a custom autograd Function
 CONDITION = re.compile(r"^\s*(?:(?:if|elif)\b(?!\s+__name__\s*==).*|else\s*):\s*(#.*)?$")  # not the script's main guard
 
@@ -1443,30 +1439,16 @@ def enclosing_class(source: str, line: int) -> tuple[int, str] | None:
 
 
 def returns_unless_rank(source: str, line: int) -> bool:
-    """Whether the function holding ``line`` of ``source`` (1-based) returns early on the ranks it is not for, before
-    that line (``if not self.is_main: return``): only those ranks reach it, as under an ``if rank == 0:``."""
-    lines = source.splitlines()
-    d = _enclosing_def(lines, line)
-    for i in range(d + 1 if d is not None else line - 1, line - 1):
-        if EARLY_RETURN.match(lines[i]) and (": return" in lines[i].replace(":return", ": return")
-                                             or lines[i + 1].strip().startswith("return")):
-            return True
-    return False
+    """Whether the function holding ``line`` of ``source`` (1-based) returns early, before that line, under a test of
+    a value that differs by rank (``if not self.is_main: return``, read by :class:`~nbhelpers.diagnosis.structure.
+    RankFlow`): only the ranks the test lets through reach it, as under an ``if rank == 0:``."""
+    flow = rank_flow(source)
+    return flow is not None and flow.returns_before(line) is not None
 
 
 def enclosing_rank_branch(source: str, line: int) -> tuple[int, str] | None:
-    """The ``if``/``elif`` on the rank enclosing ``line`` of ``source`` (1-based), as (its line, its text);
-    an ``else:`` whose ``if`` tests the rank gives ("else of ..." text)."""
-    def accept(lines: list[str], i: int) -> str | None:
-        if RANK_CONDITION.match(lines[i]):
-            return lines[i].strip().rstrip(":")
-        if lines[i].strip() != "else:":
-            return None
-        ind = len(lines[i]) - len(lines[i].lstrip())
-        for t in reversed(lines[:i]):  # the if this else belongs to: the nearest line back at its indentation
-            if t.strip() and len(t) - len(t.lstrip()) == ind and not t.lstrip().startswith(("#", "elif", "else")):
-                return f"else of `{t.strip().rstrip(':')}`" if t.lstrip().startswith("if") and RANK_CONDITION.match(t) \
-                    else None
-        return None
-
-    return _enclosing(source, line, accept)
+    """The innermost ``if``/``elif`` on a value that differs by rank enclosing ``line`` of ``source`` (1-based), as
+    (its line, its text); its ``else`` gives ("else of ..." text) (:class:`~nbhelpers.diagnosis.structure.RankFlow`:
+    values from the documented rank APIs, followed through the file's own variables, attributes and functions)."""
+    flow = rank_flow(source)
+    return flow.branch(line) if flow is not None else None

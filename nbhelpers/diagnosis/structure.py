@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-__all__ = ["EarlyExit", "MappedRewrite", "early_exit_before", "mapped_rewrites", "sigbus_doc"]
+__all__ = ["EarlyExit", "MappedRewrite", "RankFlow", "early_exit_before", "mapped_rewrites", "rank_flow", "sigbus_doc"]
 
 
 @dataclass(frozen=True)
@@ -139,3 +139,151 @@ def mapped_rewrites(source: str) -> list[MappedRewrite]:
                                    guard.lineno if guard else None, f"if {text(guard.test)}" if guard else None,
                                    entry["says"], entry["source"]))
     return sorted(found, key=lambda m: m.line)
+
+
+# ---- values that differ by rank -----------------------------------------------------------------------------
+
+class RankFlow:
+    """Which values of one source file differ from rank to rank, followed through the file's own code.
+
+    A value is rank-valued when it comes from what the libraries document as the process's rank or role (the
+    catalog's conditions in ``data/rank_only.json``: ``dist.get_rank()``, ``os.environ["RANK"]``, accelerate's
+    ``is_main_process``, Lightning's ``global_rank``, the Trainer's ``is_world_process_zero()``; and the first
+    argument ``mp.spawn`` passes its function, the process index), or is computed from such a value: a variable or an
+    attribute assigned from one (``rank = dist.get_rank()``, ``self.is_main = self.rank == 0``), a function that
+    returns one (``def is_main_process(): return dist.get_rank() == 0``), a parameter that a call in the file passes
+    one to (``Trainer(rank=rank)``).  What the user named a thing is never read."""
+
+    def __init__(self, source: str):
+        from nbhelpers.diagnosis.rankonly import _catalog
+
+        self.tree = ast.parse(source)
+        self.source = source
+        conditions = _catalog()["conditions"]
+        self.lib_names = {n for e in conditions if e["kind"] in ("flag", "rank_is_zero") for n in e["names"]}
+        self.env_names = {n for e in conditions if e["kind"] == "env_is_zero" for n in e["names"]}
+        self.names: set[str] = set()
+        self.attrs: set[str] = set()
+        self.funcs: set[str] = set()
+        defs = {}
+        for node in ast.walk(self.tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                defs.setdefault(node.name, node)
+            elif isinstance(node, ast.ClassDef):
+                init = next((b for b in node.body if isinstance(b, ast.FunctionDef) and b.name == "__init__"), None)
+                if init is not None:
+                    defs.setdefault(node.name, init)
+        for _ in range(12):  # to a fixpoint: each round follows one more step of the file's own code
+            before = (len(self.names), len(self.attrs), len(self.funcs))
+            for node in ast.walk(self.tree):
+                self._step(node, defs)
+            if (len(self.names), len(self.attrs), len(self.funcs)) == before:
+                break
+
+    def _target(self, t: ast.AST) -> None:
+        if isinstance(t, ast.Name):
+            self.names.add(t.id)
+        elif isinstance(t, ast.Attribute):
+            self.attrs.add(t.attr)
+
+    def _step(self, node: ast.AST, defs: dict) -> None:
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, ast.Tuple) and isinstance(node.value, ast.Tuple) and len(t.elts) == len(node.value.elts):
+                    for a, b in zip(t.elts, node.value.elts):
+                        if self.tainted(b):
+                            self._target(a)
+                elif self.tainted(node.value):
+                    self._target(t)
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and node.value is not None and self.tainted(node.value):
+            self._target(node.target)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if any(isinstance(r, ast.Return) and r.value is not None and self.tainted(r.value) for r in ast.walk(node)):
+                self.funcs.add(node.name)
+                self.attrs.add(node.name)  # a @property, read as an attribute
+        elif isinstance(node, ast.Call):
+            name = _callee(node)
+            if name in ("spawn", "start_processes") and node.args and isinstance(node.args[0], (ast.Name, ast.Attribute)):
+                fn = defs.get(node.args[0].id if isinstance(node.args[0], ast.Name) else node.args[0].attr)
+                params = fn.args.args if fn is not None else []
+                if params:
+                    self.names.add(params[0].arg)  # mp.spawn calls fn(i, *args): i is the process index
+            fn = defs.get(name)
+            if fn is None:
+                return
+            params = [a.arg for a in fn.args.args]
+            if params and params[0] == "self":
+                params = params[1:]
+            for i, arg in enumerate(node.args):
+                if i < len(params) and self.tainted(arg):
+                    self.names.add(params[i])
+            for kw in node.keywords:
+                if kw.arg in params and self.tainted(kw.value):
+                    self.names.add(kw.arg)
+
+    def tainted(self, expr: ast.AST) -> bool:
+        """Whether ``expr`` is a rank-valued value or computed from one by arithmetic, comparison, logic, indexing or
+        a conversion (``int(os.environ["RANK"])``, ``rank % world == world - 1``, ``ROLE[rank]``).  A value that some
+        other call computes from the rank (a DataLoader over the rank's slice, its loss) is the rank's data, not its
+        role: a test on it may hold on any rank."""
+        n = expr
+        if isinstance(n, ast.Name):
+            return n.id in self.names
+        if isinstance(n, ast.Attribute):
+            return n.attr in self.attrs or n.attr in self.lib_names
+        if isinstance(n, ast.Call):
+            name = _callee(n)
+            if name in self.funcs or name in self.lib_names:
+                return True
+            if name in ("get", "getenv") and n.args and isinstance(n.args[0], ast.Constant) \
+                    and n.args[0].value in self.env_names:
+                return True
+            return name in ("int", "str", "bool", "float") and any(self.tainted(a) for a in n.args)
+        if isinstance(n, ast.Subscript):
+            if isinstance(n.slice, ast.Constant) and n.slice.value in self.env_names:
+                return True
+            return self.tainted(n.value) or self.tainted(n.slice)
+        if isinstance(n, (ast.Compare, ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.IfExp, ast.Tuple, ast.List)):
+            return any(self.tainted(c) for c in ast.iter_child_nodes(n) if isinstance(c, ast.expr))
+        return False
+
+    def _test(self, node: ast.If) -> str:
+        return "if " + " ".join((ast.get_source_segment(self.source, node.test) or "...").split())
+
+    def branch(self, line: int) -> tuple[int, str] | None:
+        """The innermost ``if`` on a rank-valued test whose body holds ``line`` (1-based), as (its line, its text);
+        a line in its ``else`` gives ("else of `if ...`")."""
+        best = None
+        for node in ast.walk(self.tree):
+            if not isinstance(node, ast.If) or not _holds(node, line) or not self.tainted(node.test):
+                continue
+            in_body = any(_holds(b, line) for b in node.body)
+            in_else = any(_holds(b, line) for b in node.orelse)
+            if (in_body or in_else) and (best is None or node.lineno > best[0].lineno):
+                best = (node, in_body)
+        if best is None:
+            return None
+        node, in_body = best
+        return (node.lineno, self._test(node)) if in_body else (node.lineno, f"else of `{self._test(node)}`")
+
+    def returns_before(self, line: int) -> tuple[int, str] | None:
+        """A ``return`` under an ``if`` on a rank-valued test that the function holding ``line`` runs before it (only
+        the ranks the test lets through reach ``line``), as (the if's line, its text); None."""
+        funcs = [f for f in ast.walk(self.tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and _holds(f, line)]
+        if not funcs:
+            return None
+        func = max(funcs, key=lambda f: f.lineno)
+        for node in ast.walk(func):
+            if isinstance(node, ast.If) and node.lineno < line and not _holds(node, line) and self.tainted(node.test) \
+                    and any(isinstance(r, ast.Return) for b in node.body for r in ast.walk(b)):
+                return node.lineno, self._test(node)
+        return None
+
+
+@lru_cache(maxsize=64)
+def rank_flow(source: str) -> RankFlow | None:
+    """:class:`RankFlow` of ``source`` (None when it does not parse)."""
+    try:
+        return RankFlow(source)
+    except (SyntaxError, ValueError):
+        return None
