@@ -1027,12 +1027,15 @@ def uneven_collectives(ev: Evidence) -> Verdict | None:
 
 def new_collective(ev: Evidence) -> Verdict | None:
     """Needs: the ranks' collective records (the Flight Recorder entries the rank shim writes: sequence number, op,
-    sizes, dtype per collective).  Concludes: at the first collective the records disagree on, one rank issued a
-    collective no rank had issued before while its peers issued one every rank had run before (DDP's broadcast at
-    each forward, a loop's all_reduce), or one rank differs from all its peers: that rank left the path every rank
-    shared (a loop left early, a call of its own) and is named (:func:`nbhelpers.diagnosis.flightrec.analyse`)."""
-    fd = (ev.record or {}).get("first_disagreement")
-    if not fd or fd.get("by") not in ("new", "majority") or fd["missing"] or fd["culprit"] not in ev.by_rank:
+    sizes, dtype per collective).  Concludes, when the ranks' positions, their source and their logs named nobody:
+    at the first collective the records disagree on, one rank issued a collective no rank had issued before while its
+    peers issued one every rank had run before (DDP's broadcast at each forward, a loop's all_reduce), or one rank
+    differs from all its peers: that rank left the path every rank shared (a loop left early, a call of its own) and
+    is named (:func:`nbhelpers.diagnosis.flightrec.analyse`).  After the rules that read the source and the logs: a
+    rank that ran an extra usual collective under a rank condition, or resumed apart, leaves its peer the one with
+    the new collective, though the peer is not at fault."""
+    fd = _new_in_record(ev)
+    if fd is None:
         return None
     r = fd["culprit"]
     mine = next(g for g in fd["groups"] if r in g["ranks"])
@@ -1075,9 +1078,20 @@ def different_collectives(ev: Evidence) -> Verdict | None:
         return ev.blame(r, Rule.DIFFERENT_COLLECTIVES, f"the ranks waited in different collectives ({calls}); rank "
                         f"{r}'s call is inside `{cond}` (line {line}): a collective only some ranks call, or call in "
                         "another order", evidence + [f"rank {r}: line {line}: {cond}"], Failure.COLLECTIVE_MISMATCH)
-    return ev.settle(ev.nobody(Rule.DIFFERENT_COLLECTIVES, f"the ranks waited in different collectives ({calls}): "
-                               "their calls do not pair up. Read each call site: every rank must call the same "
-                               "collectives in the same order", evidence, Failure.COLLECTIVE_MISMATCH), where)
+    settled = ev.settle(ev.nobody(Rule.DIFFERENT_COLLECTIVES, f"the ranks waited in different collectives ({calls}): "
+                                  "their calls do not pair up. Read each call site: every rank must call the same "
+                                  "collectives in the same order", evidence, Failure.COLLECTIVE_MISMATCH), where)
+    if settled.culprit is None and _new_in_record(ev) is not None:
+        return None  # nothing here names a rank, the collective records do: new_collective, next
+    return settled
+
+
+def _new_in_record(ev: Evidence) -> dict | None:
+    """The records' first disagreement when it names one rank that issued what no rank had before (or differs from
+    all its peers), with no rank missing from it; else None."""
+    fd = (ev.record or {}).get("first_disagreement")
+    ok = fd and fd.get("by") in ("new", "majority") and not fd["missing"] and fd["culprit"] in ev.by_rank
+    return fd if ok else None
 
 
 def named(ev: Evidence) -> Verdict | None:
@@ -1238,7 +1252,7 @@ def nobody_stands_out(ev: Evidence) -> Verdict:
 RULES: list[Callable[[Evidence], Verdict | None]] = [
     passed, desync_rule, rank_only_collective, size_mismatch, model_mismatch, exit_without_destroy, ddp_segfault, same_error, race,
     mapped_file_shrunk, crashed, wrong_world, short_timeout, named, key_never_set,
-    skipped_call, uneven_collectives, unmatched, late, new_collective, different_collectives, collective_in_lock, outside_collective,
+    skipped_call, uneven_collectives, unmatched, late, different_collectives, new_collective, collective_in_lock, outside_collective,
     furthest_behind, unreachable,
     own_error, nobody_stands_out,
 ]
