@@ -28,7 +28,8 @@ SETS = {"dev": REPO / "examples" / "faulty", "held-out": REPO / "tests" / "users
         "fifteenth set": REPO / "tests" / "userscripts_heldout15", "sixteenth set": REPO / "tests" / "userscripts_heldout16",
         "seventeenth set": REPO / "tests" / "userscripts_heldout17", "eighteenth set": REPO / "tests" / "userscripts_heldout18",
         "frameworks (dev)": REPO / "examples" / "frameworks",
-        "frameworks, second set": REPO / "tests" / "userscripts_frameworks2"}
+        "frameworks, second set": REPO / "tests" / "userscripts_frameworks2",
+        "frameworks, third set": REPO / "tests" / "userscripts_frameworks3"}
 
 
 def run(folder: Path, name: str) -> dict:

@@ -86,6 +86,7 @@ DECIDED_BY = {  # recorded run -> the rule that must decide it
     "user-left-loop": C.new_collective,     # accelerate: rank 1's barrier #91 where rank 0 ran DDP's usual broadcast
     # SIGBUS on a memory-mapped file another rank's code rewrote in place (two sets written apart: plain torch, Fabric)
     "user-mapped-rewrite": C.mapped_file_shrunk, "user-mapped-rewrite-fabric": C.mapped_file_shrunk,
+    "user-world-from-config": C.wrong_world,  # every rank asked for rank 2 of a 2-rank job: nobody (third framework set)
 }
 EXPECTED_FAILURE = {  # what each user-script run must be called, besides its culprit
     "user-valueerror": (1, "rank_error"), "user-oom-allgather": (1, "oom_in_collective"),
@@ -110,6 +111,7 @@ EXPECTED_FAILURE = {  # what each user-script run must be called, besides its cu
     "user-resume-apart": (1, None),  # the run's category is the classifier's collective_timeout
     "user-skipped-gather": (1, "collective_mismatch"), "user-left-loop": (1, "collective_mismatch"),
     "user-mapped-rewrite": (1, None), "user-mapped-rewrite-fabric": (0, None),  # the classifier's worker_killed
+    "user-world-from-config": (None, "rendezvous_timeout"),
 }
 
 

@@ -874,11 +874,20 @@ def crashed(ev: Evidence) -> Verdict | None:
 def wrong_world(ev: Evidence) -> Verdict | None:
     """Needs: the waiting ranks' errors.  Concludes: a rank that waits on the store key of a rank that
     does not exist in this job (``keys: /default_pg/0//cpu//0/2`` with two ranks) was given a larger
-    world size (or a wrong rank) than the job's: that rank is the culprit.  So is a rank that waits on its own
+    world size (or a wrong rank) than the job's: that rank is the culprit; when every rank does, none differs and
+    nobody is named (the world size they share is wrong).  So is a rank that waits on its own
     rank's key: it joined as another rank (``init_process_group(rank=args.rank)`` with an option left at 0), so nobody
     joined as its rank."""
+    asked = {v.rank: sorted(r for r in store_key_ranks(v.error) if r >= ev.world) for v in ev.views}
+    if ev.world > 1 and all(asked.values()):  # every rank asked for more ranks than the job has: none differs
+        ghost = min(g for gs in asked.values() for g in gs)
+        return ev.nobody(Rule.WRONG_WORLD, f"every rank waited for rank {ghost} or higher, which no rank of this "
+                         f"{ev.world}-rank job is: they all asked for a larger world than the job's, so the setting "
+                         "they share is wrong (WORLD_SIZE exported by a config or the environment, a world size "
+                         "multiplied by the GPUs per node in a script written for mp.spawn), not one rank",
+                         [f"rank {v.rank}: {v.error}" for v in ev.views][:2], Failure.RENDEZVOUS_TIMEOUT)
     for v in ev.views:
-        ghosts = sorted(r for r in store_key_ranks(v.error) if r >= ev.world)
+        ghosts = asked[v.rank]
         if ghosts:
             at = v.where.describe() if v.where else ""
             return ev.blame(v.rank, Rule.WRONG_WORLD, f"rank {v.rank} waited for rank {ghosts[0]}, which does not "

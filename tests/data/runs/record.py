@@ -136,6 +136,8 @@ RUNS = {
                             "rank 1 rewrites a memory-mapped token cache shorter (np.memmap mode w+); rank 0 dies of SIGBUS"),
     "user-mapped-rewrite-fabric": (user("fabric_charlm_memmap", folder="tests/userscripts_frameworks2"),
                                    "Fabric: rank 0 rebuilds train.bin smaller each epoch; rank 1 dies of SIGBUS"),
+    "user-world-from-config": (user("accel_env_config_world_size", folder="tests/userscripts_frameworks3"),
+                               "accelerate: the run config exports WORLD_SIZE=4 on every rank of a 2-rank job"),
     "user-left-loop": (user("acc_credit_early_stop", folder="tests/userscripts_frameworks2"),
                        "accelerate: rank 1 stops early on its own loss and waits in the final barrier; rank 0 trains on"),
 }
