@@ -1,7 +1,9 @@
 import subprocess
 import sys
+import time
 
 import psutil
+import pytest
 
 from nbhelpers.runtime.procs import stop_tree
 
@@ -26,3 +28,19 @@ def test_stop_tree_kills_a_tree_that_ignores_term_including_other_sessions():
     assert out["killed"] == 2 and out["processes"] == 2
     assert not [q for q in tree[1:] if q.is_running() and q.status() != psutil.STATUS_ZOMBIE]
     assert not root.is_running() or root.status() == psutil.STATUS_ZOMBIE
+
+
+def test_signals_deferred_holds_an_interrupt_until_the_block_ends():
+    import os
+    import signal
+
+    from nbhelpers.runtime.procs import signals_deferred
+
+    done = []
+    with pytest.raises(KeyboardInterrupt):
+        with signals_deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.2)   # the handler would have raised here
+            done.append("block ran to its end")
+    assert done == ["block ran to its end"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back

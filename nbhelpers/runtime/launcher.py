@@ -202,7 +202,8 @@ def collective_record(fr_dir: Path, world: int | None) -> dict | None:
     if not fr_dir.is_dir() or not any(fr_dir.glob("rank*.pkl")):
         return None
     try:
-        return analyse(read_dumps(fr_dir), world).to_dict(table=False)
+        with procs.signals_deferred():  # analyse imports torch's matcher: an interrupt must not cut that import short
+            return analyse(read_dumps(fr_dir), world).to_dict(table=False)
     except FRDumpError:
         return None
 

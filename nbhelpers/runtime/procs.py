@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import os
 import signal
 import threading
 import time
+from contextlib import contextmanager
 
 import psutil
 
@@ -131,3 +133,28 @@ def stop_all() -> None:
         _live.clear()
     for root in roots:
         stop_tree(root, grace=3.0)
+
+
+@contextmanager
+def signals_deferred():
+    """Hold SIGINT and SIGTERM until the block ends, then act on the first one as its handler would have (raise
+    KeyboardInterrupt, or end the process).  For blocks that must not be cut short: a KeyboardInterrupt raised while
+    Python imports torch leaves torch half-initialised, and the supervisor then died of SIGSEGV (a SIGTERM that
+    arrived while the hang watch read the ranks' collective records, in make test).  Outside the main thread,
+    where handlers cannot be set, the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got: list[int] = []
+    old = {s: signal.signal(s, lambda n, _f: got.append(n)) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        if got:
+            h = old[signal.Signals(got[0])]
+            if callable(h):
+                h(got[0], None)
+            elif h == signal.SIG_DFL:
+                os.kill(os.getpid(), got[0])
