@@ -122,3 +122,22 @@ def test_values_that_differ_by_rank_are_followed_through_the_files_own_code():
     assert flow.branch(at("report()"))[1] == "if is_main_process()"                 # a function returning it
     assert flow.branch(at("stop()")) is None  # the loss over the rank's own shard: its data, not its role
     assert rank_flow("def f(:\n") is None
+
+
+def test_a_loop_left_early_has_a_guarded_break_or_return_of_its_own():
+    from nbhelpers.diagnosis.structure import loop_exit
+
+    src = ("def train(loader, stopper):\n"
+           "    for epoch in range(10):\n"            # 2: left early through the guarded break
+           "        for batch in loader:\n"           # 3: its break leaves only itself
+           "            if batch is None:\n"
+           "                break\n"
+           "        if stopper.should_stop():\n"
+           "            break\n"
+           "    for x in loader:\n"                   # 8: runs until its data ends
+           "        step(x)\n"
+           "    while True:\n"                        # 10: a return under a condition
+           "        if done():\n"
+           "            return\n")
+    assert loop_exit(src, 2) == 7 and loop_exit(src, 3) == 5
+    assert loop_exit(src, 8) is None and loop_exit(src, 10) == 12 and loop_exit(src, 4) is None

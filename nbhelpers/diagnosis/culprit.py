@@ -19,7 +19,7 @@ from typing import Callable, Iterator
 from nbhelpers.diagnosis.api import Failure, Rule, Verdict
 from nbhelpers.diagnosis.hang import rank_ranges
 from nbhelpers.diagnosis.rankonly import rank_only_calls
-from nbhelpers.diagnosis.structure import early_exit_before, mapped_rewrites, rank_flow, sigbus_doc
+from nbhelpers.diagnosis.structure import early_exit_before, loop_exit, mapped_rewrites, rank_flow, sigbus_doc
 from nbhelpers.diagnosis.tracebacks import RANK_PREFIX, SPY_FRAME, Frame, Where, exceptions, stack_frames, where_from
 from nbhelpers.diagnosis.watchdog import SHORT_TIMEOUT_MS, timeout_ms
 
@@ -1097,10 +1097,27 @@ def different_collectives(ev: Evidence) -> Verdict | None:
 
 def _new_in_record(ev: Evidence) -> dict | None:
     """The records' first disagreement when it names one rank that issued what no rank had before (or differs from
-    all its peers), with no rank missing from it; else None."""
+    all its peers), with no rank missing from it, and the code shows how that rank left the common path: its call
+    sits under a condition its peer's position is not under, or it had left a loop its peer is still in through a
+    ``break``/``return`` under a condition (an early stop).  A loop with no such exit ends when its data does: the rank
+    still in it had more data, and the rank with the new collective is not at fault (uneven inputs).  Else None."""
     fd = (ev.record or {}).get("first_disagreement")
-    ok = fd and fd.get("by") in ("new", "majority") and not fd["missing"] and fd["culprit"] in ev.by_rank
-    return fd if ok else None
+    if not (fd and fd.get("by") in ("new", "majority") and not fd["missing"] and fd["culprit"] in ev.by_rank):
+        return None
+    r = fd["culprit"]
+    where = {v.rank: v.where for v in ev.views if v.where and v.where.collective}
+    if r not in where or len(where) < 2:
+        return None
+    branch = ev.branch_apart(where)
+    if branch and branch[0] == r:
+        return fd
+    left = ev.past_loop(where)
+    if left and left[1] == r:
+        file = next((p for p, text in ev.sources.items() if 0 < left[2] <= len(lines := text.splitlines())
+                     and lines[left[2] - 1].strip().rstrip(":") == left[3]), None)
+        if file and loop_exit(ev.sources[file], left[2]):
+            return fd
+    return None
 
 
 def named(ev: Evidence) -> Verdict | None:

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-__all__ = ["EarlyExit", "MappedRewrite", "RankFlow", "early_exit_before", "mapped_rewrites", "rank_flow", "sigbus_doc"]
+__all__ = ["EarlyExit", "MappedRewrite", "RankFlow", "early_exit_before", "loop_exit", "mapped_rewrites", "rank_flow",
+           "sigbus_doc"]
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,33 @@ def early_exit_before(source: str, line: int) -> EarlyExit | None:
     ret, guard = found
     test = ast.get_source_segment(source, guard.test) or "..."
     return EarlyExit(func.name, ret.lineno, guard.lineno, f"if {test}")
+
+
+def loop_exit(source: str, line: int) -> int | None:
+    """The line of a ``break`` or ``return`` under an ``if`` that leaves the ``for``/``while`` loop at ``line`` (1-based)
+    before its iterations run out (an early stop), or None: a loop without one ends only when its data does."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    loop = next((n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.AsyncFor, ast.While)) and n.lineno == line),
+                None)
+    if loop is None:
+        return None
+
+    def visit(node: ast.AST, guarded: bool, nested: bool) -> int | None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                continue
+            if guarded and (isinstance(child, ast.Return) or isinstance(child, ast.Break) and not nested):
+                return child.lineno
+            inner = nested or isinstance(child, (ast.For, ast.AsyncFor, ast.While))  # its breaks leave only itself
+            found = visit(child, guarded or isinstance(child, ast.If), inner)
+            if found:
+                return found
+        return None
+
+    return visit(loop, False, False)
 
 
 @dataclass(frozen=True)
