@@ -84,8 +84,13 @@ def test_cpu_moving_tells_a_looping_process_from_one_asleep():
     try:
         pids, last = {0: spin.pid, 1: sleep.pid}, {}
         assert cpu_moving(pids, last, time.time()) == {0: False, 1: False}  # a first reading says nothing
-        time.sleep(1.5)
-        assert cpu_moving(pids, last, time.time()) == {0: True, 1: False}
+        seen = []
+        for _ in range(10):  # on a loaded machine the spinner may get little CPU in one window; never the sleeper
+            time.sleep(1.5)
+            seen.append(cpu_moving(pids, last, time.time()))
+            if seen[-1][0]:
+                break
+        assert seen[-1][0] and not any(s[1] for s in seen), seen
     finally:
         spin.kill()
         sleep.kill()
