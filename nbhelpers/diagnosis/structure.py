@@ -34,9 +34,11 @@ def _holds(node: ast.AST, line: int) -> bool:
     return node.lineno <= line <= (node.end_lineno or node.lineno)
 
 
-def early_exit_before(source: str, line: int) -> EarlyExit | None:
+def early_exit_before(source: str, line: int, guard=None) -> EarlyExit | None:
     """The last ``return`` under an ``if`` that the function holding ``line`` (1-based) of ``source`` runs before it,
-    where the ``if`` does not hold ``line`` itself (a rank that took it cannot have reached ``line``), or None."""
+    where the ``if`` does not hold ``line`` itself (a rank that took it cannot have reached ``line``), or None.
+    ``guard(if_node)``, when given, picks the ``if`` that counts among those around the return (the innermost one
+    that passes is reported)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
@@ -47,25 +49,26 @@ def early_exit_before(source: str, line: int) -> EarlyExit | None:
     func = max(funcs, key=lambda f: f.lineno)   # the innermost
     found = None
 
-    def visit(node: ast.AST, guard: ast.If | None) -> None:
+    def visit(node: ast.AST, guards: tuple) -> None:
         nonlocal found
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
                 continue  # its returns leave another function
             if not hasattr(child, "lineno") or (child.lineno >= line and not _holds(child, line)):
                 continue  # no statement, or after the line: not on the way to it
-            g = child if isinstance(child, ast.If) and not _holds(child, line) else guard
+            gs = guards + (child,) if isinstance(child, ast.If) and not _holds(child, line) else guards
+            g = next((g for g in reversed(gs) if guard is None or guard(g)), None)
             if isinstance(child, ast.Return) and g is not None and child.lineno < line:
                 if found is None or child.lineno > found[0].lineno:
                     found = (child, g)
-            visit(child, g)
+            visit(child, gs)
 
-    visit(func, None)
+    visit(func, ())
     if found is None:
         return None
-    ret, guard = found
-    test = ast.get_source_segment(source, guard.test) or "..."
-    return EarlyExit(func.name, ret.lineno, guard.lineno, f"if {test}")
+    ret, g = found
+    test = ast.get_source_segment(source, g.test) or "..."
+    return EarlyExit(func.name, ret.lineno, g.lineno, f"if {test}")
 
 
 def loop_exit(source: str, line: int) -> int | None:
@@ -294,18 +297,10 @@ class RankFlow:
         node, in_body = best
         return (node.lineno, self._test(node)) if in_body else (node.lineno, f"else of `{self._test(node)}`")
 
-    def returns_before(self, line: int) -> tuple[int, str] | None:
+    def returns_before(self, line: int) -> EarlyExit | None:
         """A ``return`` under an ``if`` on a rank-valued test that the function holding ``line`` runs before it (only
-        the ranks the test lets through reach ``line``), as (the if's line, its text); None."""
-        funcs = [f for f in ast.walk(self.tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and _holds(f, line)]
-        if not funcs:
-            return None
-        func = max(funcs, key=lambda f: f.lineno)
-        for node in ast.walk(func):
-            if isinstance(node, ast.If) and node.lineno < line and not _holds(node, line) and self.tainted(node.test) \
-                    and any(isinstance(r, ast.Return) for b in node.body for r in ast.walk(b)):
-                return node.lineno, self._test(node)
-        return None
+        the ranks the test lets through reach ``line``); None."""
+        return early_exit_before(self.source, line, lambda g: self.tainted(g.test))
 
 
 @lru_cache(maxsize=64)
