@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
+from nbhelpers.diagnosis.rankonly import _called, _names
+
 __all__ = ["EarlyExit", "MappedRewrite", "RankFlow", "early_exit_before", "loop_exit", "mapped_rewrites", "rank_flow",
            "sigbus_doc"]
 
@@ -121,11 +123,6 @@ def sigbus_doc() -> tuple[str, str]:
     return d["says"], d["source"]
 
 
-def _callee(call: ast.Call) -> str | None:
-    f = call.func
-    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
-
-
 def _mode(call: ast.Call, entry: dict) -> str | None:
     arg = next((k.value for k in call.keywords if k.arg == entry["mode_keyword"]), None)
     if arg is None and len(call.args) > entry["mode_position"]:
@@ -159,12 +156,12 @@ def mapped_rewrites(source: str) -> list[MappedRewrite]:
 
     found = []
     for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
-        entry = next((e for e in _mapped()["rewrites"] if _callee(call) in e["names"]), None)
+        entry = next((e for e in _mapped()["rewrites"] if _called(call) in e["names"]), None)
         if entry is None or _mode(call, entry) not in entry["modes"]:
             continue
         guard, func = up(call)
         if guard is None and func is not None:  # the function's callers in this file, under a condition
-            guard = next((g for c in ast.walk(tree) if isinstance(c, ast.Call) and _callee(c) == func.name
+            guard = next((g for c in ast.walk(tree) if isinstance(c, ast.Call) and _called(c) == func.name
                           for g in [up(c)[0]] if g is not None), None)
         found.append(MappedRewrite(call.lineno, func.name if func else "<module>", text(call),
                                    guard.lineno if guard else None, f"if {text(guard.test)}" if guard else None,
@@ -186,13 +183,10 @@ class RankFlow:
     one to (``Trainer(rank=rank)``).  What the user named a thing is never read."""
 
     def __init__(self, source: str):
-        from nbhelpers.diagnosis.rankonly import _catalog
-
         self.tree = ast.parse(source)
         self.source = source
-        conditions = _catalog()["conditions"]
-        self.lib_names = {n for e in conditions if e["kind"] in ("flag", "rank_is_zero") for n in e["names"]}
-        self.env_names = {n for e in conditions if e["kind"] == "env_is_zero" for n in e["names"]}
+        self.lib_names = _names("flag") | _names("rank_is_zero")
+        self.env_names = _names("env_is_zero")
         self.names: set[str] = set()
         self.attrs: set[str] = set()
         self.funcs: set[str] = set()
@@ -233,7 +227,7 @@ class RankFlow:
                 self.funcs.add(node.name)
                 self.attrs.add(node.name)  # a @property, read as an attribute
         elif isinstance(node, ast.Call):
-            name = _callee(node)
+            name = _called(node)
             if name in ("spawn", "start_processes") and node.args and isinstance(node.args[0], (ast.Name, ast.Attribute)):
                 fn = defs.get(node.args[0].id if isinstance(node.args[0], ast.Name) else node.args[0].attr)
                 params = fn.args.args if fn is not None else []
@@ -263,7 +257,7 @@ class RankFlow:
         if isinstance(n, ast.Attribute):
             return n.attr in self.attrs or n.attr in self.lib_names
         if isinstance(n, ast.Call):
-            name = _callee(n)
+            name = _called(n)
             if name in self.funcs or name in self.lib_names:
                 return True
             if name in ("get", "getenv") and n.args and isinstance(n.args[0], ast.Constant) \
