@@ -395,18 +395,15 @@ def _disagreement(pg, failure, by_seq, members, dumps) -> dict:
             sigs = {_sig(e) for e in per_rank.values()}
             if len(sigs) == 1:
                 usual.setdefault(sigs.pop(), []).append(s)
-    culprit, why = _odd_one_out(groups, missing, usual)
-    # how the odd one was found: the others agree ("majority"), it never reached what the others wait in, a call
-    # every rank had run before ("missing"), or it alone issued a collective no rank had issued before ("new")
-    by = None if culprit is None else "missing" if culprit in missing else \
-        "majority" if why.startswith("the other") else "new"
+    culprit, why, by = _odd_one_out(groups, missing, usual)
     last_on = {r for r, d in dumps.ranks.items()
                if [e for e in d.entries if e["process_group"] == pg and not e["is_p2p"]][-1:] == [here.get(r)]}
     last_before = {}
     for r in missing:
         prev = [e for e in dumps.ranks[r].entries if e["process_group"] == pg and not e["is_p2p"]]
         last_before[r] = f"#{prev[-1]['collective_seq_id']} {_describe(_sig(prev[-1]))}" if prev else "none"
-    return {"seq": seq, "pg": _pg_label(pg), "kind": kind, "missing": missing, "culprit": culprit, "by": by, "why": why,
+    return {"seq": seq, "pg": _pg_label(pg), "kind": kind, "missing": missing, "culprit": culprit, "by": by,
+            "why": why,
             "groups": [{"ranks": rs, "op": s[0], "sizes": _sizes(s[1]), "dtype": s[3], "desc": _describe(s),
                         "where": _where(here[rs[0]])}
                        for s, rs in sorted(groups.items(), key=lambda kv: -len(kv[1]))],
@@ -416,33 +413,37 @@ def _disagreement(pg, failure, by_seq, members, dumps) -> dict:
                 "; ".join(f"rank {r}: {c.type_of_mismatch}" for r, c in sorted((failure.mismatch_collectives or {}).items())[:3]))}
 
 
-def _odd_one_out(groups: dict[tuple, list[int]], missing: list[int], usual: dict) -> tuple[int | None, str]:
-    """The single rank that did something else: by majority, else by what the ranks had been doing."""
+def _odd_one_out(groups: dict[tuple, list[int]], missing: list[int],
+                 usual: dict) -> tuple[int | None, str, str | None]:
+    """The single rank that did something else (or None), why, and how it was found: it never reached what the
+    others are in ("missing"), the others agree ("majority"), or it alone issued a collective no rank had issued
+    before while a peer ran a usual one ("new")."""
     sets = [(s, rs) for s, rs in groups.items()] + ([(None, missing)] if missing else [])
     total = sum(len(rs) for _, rs in sets)
     big = max(sets, key=lambda x: len(x[1]))
     if len(big[1]) * 2 > total:
         odd = [r for s, rs in sets if s != big[0] for r in rs]
         if len(odd) == 1:
-            return odd[0], f"the other {len(big[1])} ranks agree"
-        return None, f"{len(odd)} ranks differ from the majority of {len(big[1])}"
+            return odd[0], f"the other {len(big[1])} ranks agree", "missing" if odd[0] in missing else "majority"
+        return None, f"{len(odd)} ranks differ from the majority of {len(big[1])}", None
     seen = lambda s: f"#{', #'.join(map(str, usual[s][-3:]))}"
     odd = [(s, rs) for s, rs in groups.items() if s not in usual]
     if missing and not odd:
         if len(missing) == 1:
             return missing[0], (f"no majority; the others wait in a routine collective, one every rank ran at "
                                 f"{seen(next(iter(groups)))}" if len(groups) == 1
-                                else "no majority; the others ran collectives every rank ran before")
-        return None, "no majority, and several ranks never reached it"
+                                else "no majority; the others ran collectives every rank ran before"), "missing"
+        return None, "no majority, and several ranks never reached it", None
     if len(odd) == 1 and len(odd[0][1]) == 1 and missing and len(groups) == 1:
-        return None, (f"rank {odd[0][1][0]} ran a collective no rank had run before, which {_ranks(missing)} never "
-                      "reached: a call the others skipped, or one only it makes; the records alone cannot tell which")
+        why = (f"rank {odd[0][1][0]} ran a collective no rank had run before, which {_ranks(missing)} never reached: "
+               "a call the others skipped, or one only it makes; the records alone cannot tell which")
+        return None, why, None
     if len(odd) == 1 and len(odd[0][1]) == 1 and len(groups) > 1:
         s, rs = odd[0]
         fine = [u for u in groups if u in usual]
         ref = f"; {_describe(fine[0])} is what every rank ran at {seen(fine[0])}" if fine else ""
-        return rs[0], f"no majority; its {_describe(s)} never ran before on any rank{ref}"
-    return None, "no majority, and the recorded history does not single one out"
+        return rs[0], f"no majority; its {_describe(s)} never ran before on any rank{ref}", "new"
+    return None, "no majority, and the recorded history does not single one out", None
 
 
 def fr_main(folder: str, as_json: bool = False) -> int:
