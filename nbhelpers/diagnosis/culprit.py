@@ -444,6 +444,32 @@ class Evidence:
         return next((a[0] for v in self.views if (a := v.record.get("argv")) and a[0].endswith(".py")
                      and a[0] in self.sources), None)
 
+    @cached_property
+    def new_in_record(self) -> dict | None:
+        """The records' first disagreement when it names one rank that issued what no rank had before (or differs
+        from all its peers), with no rank missing from it, and the code shows how that rank left the common path: its
+        call sits under a condition its peer's position is not under, or it had left a loop its peer is still in
+        through a ``break``/``return`` under a condition (an early stop).  A loop with no such exit ends when its data
+        does: the rank still in it had more data, and the rank with the new collective is not at fault (uneven
+        inputs).  Else None."""
+        fd = (self.record or {}).get("first_disagreement")
+        if not (fd and fd.get("by") in ("new", "majority") and not fd["missing"] and fd["culprit"] in self.by_rank):
+            return None
+        r = fd["culprit"]
+        where = {v.rank: v.where for v in self.views if v.where and v.where.collective}
+        if r not in where or len(where) < 2:
+            return None
+        branch = self.branch_apart(where)
+        if branch and branch[0] == r:
+            return fd
+        left = self.past_loop(where)
+        if left and left[1] == r:
+            file = next((p for p, text in self.sources.items() if 0 < left[2] <= len(lines := text.splitlines())
+                         and lines[left[2] - 1].strip().rstrip(":") == left[3]), None)
+            if file and loop_exit(self.sources[file], left[2]):
+                return fd
+        return None
+
     def blame(self, culprit: int, kind: Rule, reason: str, evidence: list[str],
               failure: Failure | None = None) -> Verdict:
         """A verdict naming ``culprit``; every other rank is described as a victim."""
@@ -1005,12 +1031,12 @@ def skipped_call(ev: Evidence) -> Verdict | None:
             if ex is None:
                 continue
             name = fr.file.rsplit("/", 1)[-1]
+            evidence = [f"{name}:{ex.guard_line}: {ex.guard}", f"{name}:{ex.line}: return",
+                        f"rank {w.rank}: {w.error or w.where.describe()}"]
             v = ev.blame(f.rank, Rule.SKIPPED_CALL, f"rank {f.rank} ran its script to the end without the collective "
                          f"rank {w.rank} waited in ({w.where.describe()}): {ex.func}() returns at line {ex.line} under "
                          f"`{ex.guard}` (line {ex.guard_line}) before line {fr.line}, and rank {f.rank} took that "
-                         f"return, a call every rank must make", [f"{name}:{ex.guard_line}: {ex.guard}", f"{name}:{ex.line}: return",
-                                           f"rank {w.rank}: {w.error or w.where.describe()}"],
-                         Failure.COLLECTIVE_MISMATCH)
+                         "return, a call every rank must make", evidence, Failure.COLLECTIVE_MISMATCH)
             return replace(v, where=f"{fr.file}:{ex.line} in {ex.func}: return")
     return None
 
@@ -1043,7 +1069,7 @@ def new_collective(ev: Evidence) -> Verdict | None:
     is named (:func:`nbhelpers.diagnosis.flightrec.analyse`).  After the rules that read the source and the logs: a
     rank that ran an extra usual collective under a rank condition, or resumed apart, leaves its peer the one with
     the new collective, though the peer is not at fault."""
-    fd = _new_in_record(ev)
+    fd = ev.new_in_record
     if fd is None:
         return None
     r = fd["culprit"]
@@ -1052,11 +1078,12 @@ def new_collective(ev: Evidence) -> Verdict | None:
                        for g in fd["groups"] if r not in g["ranks"])
     where = ev.by_rank[r].where
     at = f" ({where.describe()})" if where and where.collective else ""
+    record = f"record: {fd['torch']}" if fd.get("torch") else f"record: collective #{fd['seq']}"
     return ev.blame(r, Rule.NEW_COLLECTIVE, f"the ranks' collective records part at collective #{fd['seq']} on "
                     f"{fd['pg']}: rank {r} issued {mine['desc']}{at} where {theirs}; {fd['why']}. Rank {r} left the path "
-                    "every rank had shared (a loop left early on a condition of its own, a call only it makes)", [f"record: {fd['torch']}" if fd.get("torch") else
-                                                        f"record: collective #{fd['seq']}"]
-                    + [f"rank {v.rank}: {v.error}" for v in ev.views if v.error][:2], Failure.COLLECTIVE_MISMATCH)
+                    "every rank had shared (a loop left early on a condition of its own, a call only it makes)",
+                    [record] + [f"rank {v.rank}: {v.error}" for v in ev.views if v.error][:2],
+                    Failure.COLLECTIVE_MISMATCH)
 
 
 def different_collectives(ev: Evidence) -> Verdict | None:
@@ -1090,34 +1117,9 @@ def different_collectives(ev: Evidence) -> Verdict | None:
     settled = ev.settle(ev.nobody(Rule.DIFFERENT_COLLECTIVES, f"the ranks waited in different collectives ({calls}): "
                                   "their calls do not pair up. Read each call site: every rank must call the same "
                                   "collectives in the same order", evidence, Failure.COLLECTIVE_MISMATCH), where)
-    if settled.culprit is None and _new_in_record(ev) is not None:
+    if settled.culprit is None and ev.new_in_record is not None:
         return None  # nothing here names a rank, the collective records do: new_collective, next
     return settled
-
-
-def _new_in_record(ev: Evidence) -> dict | None:
-    """The records' first disagreement when it names one rank that issued what no rank had before (or differs from
-    all its peers), with no rank missing from it, and the code shows how that rank left the common path: its call
-    sits under a condition its peer's position is not under, or it had left a loop its peer is still in through a
-    ``break``/``return`` under a condition (an early stop).  A loop with no such exit ends when its data does: the rank
-    still in it had more data, and the rank with the new collective is not at fault (uneven inputs).  Else None."""
-    fd = (ev.record or {}).get("first_disagreement")
-    if not (fd and fd.get("by") in ("new", "majority") and not fd["missing"] and fd["culprit"] in ev.by_rank):
-        return None
-    r = fd["culprit"]
-    where = {v.rank: v.where for v in ev.views if v.where and v.where.collective}
-    if r not in where or len(where) < 2:
-        return None
-    branch = ev.branch_apart(where)
-    if branch and branch[0] == r:
-        return fd
-    left = ev.past_loop(where)
-    if left and left[1] == r:
-        file = next((p for p, text in ev.sources.items() if 0 < left[2] <= len(lines := text.splitlines())
-                     and lines[left[2] - 1].strip().rstrip(":") == left[3]), None)
-        if file and loop_exit(ev.sources[file], left[2]):
-            return fd
-    return None
 
 
 def named(ev: Evidence) -> Verdict | None:
