@@ -352,13 +352,13 @@ def merge(outputs: Iterable[dict | str | os.PathLike]) -> Attached | Jobs:
     found = []
     for ranks, stacks, pids, facts in worlds.values():
         ranks.sort(key=lambda rp: rp.rank)
-        a = Attached(next(iter(pids)) if len(pids) == 1 else None, ranks, stacks, _verdict(ranks, stacks))
-        if len(facts) == len(ranks):  # what each node watched, judged together (outputs of one look: stacks alone)
-            tracker = HangTracker.from_facts(stacks, facts, HANG_AFTER)
-            a.facts, a.hang = facts, tracker.hang(0.0)
-            if not a.hang:
-                a.verdict = Verdict(None, Rule.NONE, f"no hang in what the nodes watched: {tracker.why_not(0.0)}")
-        found.append(a)
+        # what each node watched, judged together; outputs of one look (no facts) by their stacks alone
+        tracker = HangTracker.from_facts(stacks, facts, HANG_AFTER) if len(facts) == len(ranks) else None
+        hang = tracker.hang(0.0) if tracker else None
+        verdict = _verdict(ranks, stacks) if tracker is None or hang else \
+            Verdict(None, Rule.NONE, f"no hang in what the nodes watched: {tracker.why_not(0.0)}")
+        found.append(Attached(next(iter(pids)) if len(pids) == 1 else None, ranks, stacks, verdict, hang,
+                              facts if tracker else {}))
     return found[0] if len(found) == 1 else Jobs(found)
 
 
