@@ -79,9 +79,9 @@ def run(*args, nproc=2):
 
 
 def test_a_slow_data_path_is_named_live_with_its_line(runs_dir):
-    # 150 steps (about 25 s of rank 1's preprocessing on an idle machine, more on a busy one): the job must run past
-    # its start-up for longer than the watch's 10 s window and 2 s hold
-    v = run("--cause", "data", "--slow-rank", "1", "--steps", "150")
+    # 20 s of training, however fast the machine: the job must run past its start-up for longer than the watch's
+    # 10 s window and 2 s hold
+    v = run("--cause", "data", "--slow-rank", "1", "--seconds", "20")
     s = v["straggler"]
     assert v["finished"] and s["rank"] == 1, v  # every step ran (a rank may still abort at exit: RunResult.finished)
     assert "in __getitem__" in s["where"] and s["shares"]["1"] < s["shares"]["0"] - 0.3, s
@@ -96,5 +96,5 @@ def test_a_balanced_job_names_no_straggler(runs_dir):
     if os.environ.get("NBH_BUSY", "0") != "0":
         pytest.skip("busy loops beside the test (bench/busy.py) give the ranks unequal CPU: a straggler there is real")
     with machine.exclusive():  # no other world of the suite on the machine meanwhile, for the same reason
-        v = run("--cause", "none", "--steps", "300")
+        v = run("--cause", "none", "--seconds", "20")
     assert v["finished"] and v["straggler"] is None, v["straggler"]

@@ -1,6 +1,7 @@
 """A DDP job that runs, but slower than it should: one rank holds the others back, or none does.
 
     torchrun --nproc-per-node 2 train_straggler.py --cause data --slow-rank 1 --steps 60
+    torchrun --nproc-per-node 2 train_straggler.py --cause data --seconds 20    # as many steps as fit in 20 s
 
 --cause data    the slow rank's shard needs heavier preprocessing (its __getitem__ works longer per item)
 --cause extra   rank --slow-rank computes extra metrics after every step while the others go on to the next
@@ -62,6 +63,9 @@ def main():
     p.add_argument("--cause", choices=["data", "extra", "workers", "cpu", "none"], default="data")
     p.add_argument("--slow-rank", type=int, default=1)
     p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--seconds", type=float, default=None,
+                   help="stop after this many seconds of training instead (the ranks agree every 10 steps, as "
+                        "Lightning's max_time does); --steps is then the most")
     p.add_argument("--item-work", type=int, default=300, help="preprocessing per item on a normal rank (burn units)")
     args = p.parse_args()
     dist.init_process_group("gloo")
@@ -75,7 +79,8 @@ def main():
             busy_neighbour(cores[rank % len(cores)])
     workers = (0 if slow else 2) if args.cause == "workers" else 0
     batch = 8
-    ds = Shard(args.steps * batch * world, per_item)
+    steps = args.steps if args.seconds is None else max(args.steps, 100000)
+    ds = Shard(steps * batch * world, per_item)
     loader = DataLoader(ds, batch_size=batch, sampler=DistributedSampler(ds, shuffle=False), num_workers=workers,
                         persistent_workers=workers > 0)
     model = DDP(nn.Sequential(nn.Linear(32, 256), nn.ReLU(), nn.Linear(256, 8)))
@@ -91,6 +96,11 @@ def main():
         if step % 20 == 0:
             print(f"[rank {rank}] step {step} loss {loss.item():.3f} {step / (time.monotonic() - t0):.1f} steps/s",
                   flush=True)
+        if args.seconds is not None and step % 10 == 0:
+            late = torch.tensor([float(time.monotonic() - t0 > args.seconds)])
+            dist.all_reduce(late, op=dist.ReduceOp.MAX)  # every rank stops at the same step
+            if late.item():
+                break
     dist.destroy_process_group()
 
 
