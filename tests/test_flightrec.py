@@ -206,3 +206,16 @@ def test_a_rank_that_issues_what_no_rank_ran_before_while_its_peer_runs_the_usua
     fd = rep.first_disagreement
     assert (fd["seq"], fd["kind"], rep.culprit_rank, fd["by"]) == (9, "op", 1, "new"), rep.text()
     assert "#3, #5, #7" in fd["why"]
+
+
+def test_a_metric_all_reduced_as_float64_on_one_rank_and_float32_on_the_other_is_found_where_torch_passes_over_it(
+        tmp_path):
+    # torch's matcher checks dtypes only for non-empty sizes: a 0-d tensor's dtype split (a Python float on one
+    # rank, a numpy float64 on the other) went unseen, and its first failure was the next collective, one that
+    # the aborted rank never reached
+    base = [entry(1), entry(2, size=())]
+    rep = analyse(write(tmp_path / "d", {0: base + [entry(3, size=(), dtype="Double"), entry(4)],
+                                         1: base + [entry(3, size=())]}), world_size=2)
+    fd = rep.first_disagreement
+    assert (fd["seq"], fd["kind"], fd["missing"]) == (3, "dtype", []), rep.text()
+    assert "rank 0 ran all_reduce [] float64, rank 1 ran all_reduce [] float32" in rep.text()

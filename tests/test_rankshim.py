@@ -13,6 +13,7 @@ import sys
 import time
 
 import psutil
+import pytest
 
 from nbhelpers.runtime.launchspec import SHIM
 
@@ -168,3 +169,28 @@ def test_a_program_without_collectives_leaves_no_record(tmp_path):
     p = shim(tmp_path, ["-c", "import torch.distributed; print('no collective')"])
     assert p.wait(timeout=60) == 0 and record(tmp_path)["python_exit"] == 0
     assert not (tmp_path / "logs" / "fr" / "rank0.pkl").exists()
+
+
+SIZES = r"""
+import sys, torch, torch.distributed as dist
+rank = int(sys.argv[2])
+dist.init_process_group("gloo", init_method="file://" + sys.argv[1], rank=rank, world_size=2)
+for _ in range(3):
+    dist.all_reduce(torch.ones(4))
+dist.all_reduce(torch.ones(4 if rank == 0 else 6))  # gloo aborts the rank that receives more than it expects
+"""
+
+
+@pytest.mark.parametrize("env_faulthandler", ["", "1"])  # the launcher's workers start with PYTHONFAULTHANDLER=1
+def test_a_rank_that_gloo_aborts_still_leaves_its_record_and_dies_as_it_would(tmp_path, monkeypatch,
+                                                                             env_faulthandler):
+    monkeypatch.setenv("PYTHONFAULTHANDLER", env_faulthandler)
+    store = str(tmp_path / "store")
+    ranks = [shim(tmp_path, ["-c", SIZES, store, str(r)], rank=str(r)) for r in (0, 1)]
+    codes = [p.wait(timeout=120) for p in ranks]
+    aborted = codes.index(-signal.SIGABRT)  # the same death as without the shim
+    log = (tmp_path / "logs" / f"rank{aborted}.log").read_text()
+    assert "op.preamble.length <= op.nbytes" in log and log.count("Fatal Python error: Aborted") == 1, log
+    assert "_abort" not in log  # faulthandler's dump is the program's, read before the record is written
+    sizes = {r: [e["input_sizes"] for e in entries(tmp_path, str(r))] for r in (0, 1)}
+    assert sizes == {0: [[[4]]] * 4, 1: [[[4]]] * 3 + [[[6]]]}, sizes

@@ -48,6 +48,7 @@ import re
 import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 from nbhelpers.diagnosis.hang import rank_ranges
 from nbhelpers.errors import WorkbookError
@@ -365,12 +366,28 @@ def analyse(dumps, world_size: int | None = None) -> FRReport:
         failure = None
         notes.append(f"torch's matcher stopped ({type(exc).__name__}: {str(exc)[:160]}); the table is still read")
     fd = None
+    failure = _scalar_dtype_split(by_seq, failure) or failure
     if failure is not None:
         pg = next(k for k in by_seq if k[0][0] == failure.group_id and k[1] == failure.collective_seq_id)[0]
         fd = _disagreement(pg, failure, by_seq, members[pg], dumps)
     missing = set(no_dump) | set(fd["missing"] if fd else ())
     return FRReport(dumps.folder, sorted(dumps.ranks), world, sorted(missing), dict(sorted(no_dump.items())),
                     table, fd, fd["culprit"] if fd else None, notes)
+
+
+def _scalar_dtype_split(by_seq, failure):
+    """The first collective, before torch's first failure (in its group), where ranks passed 0-d tensors of
+    different dtypes: torch's matcher checks dtypes only where the sizes are not empty (``Op.dtype_mismatch``), so it
+    passes over a metric all_reduced as float64 on one rank and float32 on another, the mismatch that makes gloo
+    abort the rank that receives the bigger one.  A stand-in for torch's Collective (the fields read here)."""
+    for (pg, seq), per_rank in sorted(by_seq.items(), key=lambda kv: kv[0][1]):
+        if failure is not None and pg[0] == failure.group_id and seq >= failure.collective_seq_id:
+            continue
+        if len(per_rank) > 1 and all(e["input_sizes"] == [[]] for e in per_rank.values()) and \
+                len({_op(e) for e in per_rank.values()}) == 1 and len({_dtype(e) for e in per_rank.values()}) > 1:
+            return SimpleNamespace(group_id=pg[0], collective_seq_id=seq, missing_ranks=set(), mismatch_collectives={},
+                                   type_of_mismatch="0-d tensors of different dtypes (torch's matcher skips them)")
+    return None
 
 
 def _disagreement(pg, failure, by_seq, members, dumps) -> dict:

@@ -27,9 +27,11 @@ environment, signal dispositions and stdin.  What it adds:
   entries' stack frames: symbolising them costs seconds of CPU the first time) when the program is done, and
   whenever ``DIR/fr/request`` changes: a thread of the shim's own looks five times a second, so it answers
   while the program waits inside a collective.  A rank whose program fails writes the request itself and waits
-  up to a second for its local peers' records, before torchrun stops them.
+  up to a second for its local peers' records, before torchrun stops them.  A rank that aborts while the program
+  runs (gloo's size check) writes it too, from a SIGABRT handler faulthandler chains to (:class:`_AbortHook`).
 
-Nothing is set in the environment, no signal handler is added, no process is started.
+Nothing is set in the environment, no process is started; the only signal handlers are faulthandler's and, behind
+it until the program is done, the abort hook's: the program's own outcome and exit are those of plain torchrun.
 
 Only the standard library is imported here, and the program's tracebacks are printed without this file's
 frames: the log reads as plain torchrun's would.
@@ -52,6 +54,7 @@ import time  # noqa: E402
 PR_SET_PDEATHSIG = 1
 FR_LOOK_S = 0.2       # how often the record thread looks at the request file
 FR_PEERS_WAIT_S = 1.0  # how long a failing rank waits for its local peers' records
+FR_ABORT_WAIT_S = 2.0  # how long an aborting rank waits for its own record before it dies
 
 
 def _save(path, record):
@@ -96,11 +99,14 @@ def _fr_write(path):
 
 
 class _Recorder(threading.Thread):
-    """Writes the record each time the request file's mtime changes, until stopped."""
+    """Writes the record each time the request file's mtime changes, until stopped; and once more, at once, when
+    the process aborts (:class:`_AbortHook`)."""
 
     def __init__(self, request, path):
         super().__init__(name="nbhelpers-collective-record", daemon=True)
-        self.request, self.path, self.halt = request, path, threading.Event()
+        self.request, self.path = request, path
+        self.wake, self.written = threading.Event(), threading.Event()
+        self.halted = self.aborting = False
         self.seen = self._mtime()
 
     def _mtime(self):
@@ -110,16 +116,68 @@ class _Recorder(threading.Thread):
             return None
 
     def run(self):
-        while not self.halt.wait(FR_LOOK_S):
+        while not self.wake.wait(FR_LOOK_S):
             m = self._mtime()
             if m is not None and m != self.seen:
                 self.seen = m
                 _fr_write(self.path)
+        if self.aborting:
+            _fr_write(self.path)
+            self.written.set()
 
     def stop(self):
-        self.halt.set()
+        self.halted = True
+        self.wake.set()
         if self.is_alive():
             self.join(FR_LOOK_S * 5)
+
+    def aborted(self):
+        """The process is aborting: write the record now, waiting at most FR_ABORT_WAIT_S for it."""
+        if self.is_alive() and not self.halted:
+            self.aborting = True
+            self.wake.set()
+            self.written.wait(FR_ABORT_WAIT_S)
+
+
+_SIGNAL_HANDLER = ctypes.CFUNCTYPE(None, ctypes.c_int)
+
+
+class _AbortHook:
+    """While the program runs, a SIGABRT (gloo's C++ check failing in one of its threads: "op.preamble.length <=
+    op.nbytes", a dtype or size that differs between ranks) still leaves the rank's collective record, which a
+    rank that aborted never wrote, so the comparison lacked exactly the rank that saw the difference.
+
+    Installed before faulthandler, which keeps it as the handler it chains to: on SIGABRT faulthandler prints every
+    thread's stack to the log as before (the aborting thread's, with no Python frame, first), then re-raises the
+    signal into this handler, which has the record thread write the record (waiting at most FR_ABORT_WAIT_S) and
+    returns; ``abort()`` then ends the process by the same SIGABRT as without the workbook.  Removed before the
+    program's shutdown, faulthandler then chaining to what it chained to before (an abort in the destructors at
+    exit is left as it is), and it does nothing in a forked child (a DataLoader worker)."""
+
+    def __init__(self, recorder):
+        self.recorder, self.pid = recorder, os.getpid()
+        self.libc = ctypes.CDLL(None)
+        self.libc.signal.restype = ctypes.c_void_p
+        self.libc.signal.argtypes = [ctypes.c_int, ctypes.c_void_p]
+        self.handler = _SIGNAL_HANDLER(self._abort)  # referenced here for as long as it can be called
+        self.mine = ctypes.cast(self.handler, ctypes.c_void_p).value
+        faulthandler.disable()  # on already where PYTHONFAULTHANDLER is set: it must chain to this one, not under it
+        self.before = self.libc.signal(signal.SIGABRT, self.mine)
+
+    def _abort(self, signum):
+        if os.getpid() == self.pid:
+            self.recorder.aborted()
+
+    def remove(self):
+        """faulthandler chained to this handler: take it out of the chain (faulthandler off, the handler from
+        before back, faulthandler on again if it was)."""
+        enabled = faulthandler.is_enabled()
+        faulthandler.disable()
+        current = self.libc.signal(signal.SIGABRT, self.before)
+        if current != self.mine:  # the program's own handler, set since: it stays
+            self.libc.signal(signal.SIGABRT, current)
+        if enabled:
+            faulthandler.enable(file=sys.stderr, all_threads=True)
 
 
 def _ask_peers(fr_dir, log_dir, rank):
@@ -206,6 +264,7 @@ def main(argv):
     os.makedirs(log_dir, exist_ok=True)
     base = os.path.join(log_dir, f"rank{rank}")
     pid = os.getpid()
+    _parent_death_signal(signal.SIGTERM)  # before the record says the rank started
     record = {"rank": int(rank), "pid": pid, "argv": target, "host": os.uname().nodename,
               "local_rank": int(os.environ.get("LOCAL_RANK", "0")), "start": time.time()}
     _save(base + ".json", record)
@@ -214,21 +273,24 @@ def main(argv):
     os.dup2(log, 1)
     os.dup2(log, 2)
     os.close(log)
-    faulthandler.enable(file=sys.stderr, all_threads=True)
-    term = open(base + ".term.txt", "w")  # kept open: faulthandler writes to its descriptor from the handler
-    faulthandler.register(signal.SIGTERM, file=term, all_threads=True, chain=True)
-    _parent_death_signal(signal.SIGTERM)
     fr_dir = os.path.join(log_dir, "fr")
     os.makedirs(fr_dir, exist_ok=True)
     recorder = _Recorder(os.path.join(fr_dir, "request"), os.path.join(fr_dir, f"rank{rank}.pkl"))
+    hook = None
     if keep_record:
         recorder.start()
+        hook = _AbortHook(recorder)  # before faulthandler, which chains to it
+    faulthandler.enable(file=sys.stderr, all_threads=True)
+    term = open(base + ".term.txt", "w")  # kept open: faulthandler writes to its descriptor from the handler
+    faulthandler.register(signal.SIGTERM, file=term, all_threads=True, chain=True)
 
     def finished(code):
         """The program is done: write its collective record and the exit Python is about to make, before its
         shutdown runs (the program's atexit handlers, its threads joined).  Not in an atexit handler of ours:
         writing a file there lets other threads take the GIL at a moment plain Python would not (a gloo thread
         that would abort the process at exit finishes cleanly instead)."""
+        if hook is not None:
+            hook.remove()
         recorder.stop()
         if keep_record and _fr_write(recorder.path) and code != 0:
             _ask_peers(fr_dir, log_dir, rank)
