@@ -11,7 +11,7 @@ import pytest
 from nbhelpers.diagnosis import culprit as C
 from nbhelpers.diagnosis.api import Rule
 from nbhelpers.diagnosis.remedies import REMEDIES, advice
-from nbhelpers.runtime.launcher import collective_record, read_run_dir, read_sources
+from nbhelpers.runtime.runfolder import collective_record, read_run_dir, read_sources
 
 RUNS = Path(__file__).resolve().parent / "data" / "runs"
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "faulty"

@@ -4,7 +4,8 @@ from test_culprit import RUNS
 from nbhelpers.diagnosis.api import Failure, Rule, Verdict
 from nbhelpers.diagnosis.categories import CATEGORIES
 from nbhelpers.diagnosis.remedies import REMEDIES, advice
-from nbhelpers.runtime.launcher import RunResult, read_run_dir
+from nbhelpers.runtime.launcher import RunResult
+from nbhelpers.runtime.runfolder import read_run_dir
 
 
 def test_every_failure_is_a_category_and_has_remedies_and_so_does_every_rule():

@@ -227,7 +227,7 @@ def _records(ranks: list[RankProc]) -> dict | None:
     run_dir = next((rp.run_dir for rp in ranks if rp.run_dir), None)
     if run_dir is None or not (Path(run_dir) / "fr").is_dir():
         return None
-    from nbhelpers.runtime.launcher import ask_for_records, collective_record
+    from nbhelpers.runtime.runfolder import ask_for_records, collective_record
 
     fr = Path(run_dir) / "fr"
     ask_for_records(fr, lambda: [rp.rank for rp in ranks if psutil.pid_exists(rp.pid)])

@@ -20,6 +20,7 @@ from nbhelpers.diagnosis.api import Verdict
 from nbhelpers.diagnosis.culprit import find_culprit
 from nbhelpers.diagnosis.hang import Hang, HangTracker
 from nbhelpers.diagnosis.straggler import StragglerTracker
+from nbhelpers.runtime.runfolder import collective_record, read_sources
 from nbhelpers.runtime.stacks import dump_many
 
 __all__ = ["CPU_SHARE", "HangReport", "HangWatch", "IO_BYTES_PER_S", "children_running", "cpu_moving",
@@ -91,8 +92,6 @@ class HangWatch:
         hang = self.tracker.hang(now)
         if hang is None:
             return None
-        from nbhelpers.runtime.launcher import collective_record
-
         self.run.request_record()  # the ranks' collective records as they stand in the hang
         world = self.run.nproc if getattr(self.run, "nnodes", 1) == 1 else None
         record = collective_record(self.run.log_dir / "fr", world)
@@ -145,6 +144,4 @@ def cpu_moving(pids: dict, last: dict, now: float, share: float = CPU_SHARE) -> 
 def hang_verdict(views: list, now: float | None = None, record: dict | None = None) -> Verdict:
     """The culprit rules over ranks that are still running (their stacks, the user's source they point at, and their
     collective records where written)."""
-    from nbhelpers.runtime.launcher import read_sources
-
     return find_culprit(views, "hang", now, "", read_sources(views), record)
