@@ -189,11 +189,21 @@ def test_unmatched_names_the_rank_inside_the_branch():
     assert v.culprit == 0 and v.kind is Rule.UNMATCHED and "only rank 0 calls" in v.reason
 
 
-def test_a_size_mismatch_blames_nobody_and_points_at_detail():
+def without_record(ev: C.Evidence) -> C.Evidence:
+    """The same run as a launcher without the rank shim's collective records would see it."""
+    return C.Evidence(ev.views, ev.status, None, ev.torchrun_log, ev.sources, None)
+
+
+def test_a_size_mismatch_blames_nobody_and_shows_every_ranks_shapes_from_the_records():
+    # the rank gloo aborted wrote its record too (the shim's abort hook): both ranks' sizes, no rerun needed
     ev, _ = evidence("mismatch")
+    assert sorted(int(p.stem[4:]) for p in (RUNS / "mismatch" / "fr").glob("rank*.pkl")) == [0, 1]
     v = C.size_mismatch(ev)
-    assert v.culprit is None and "TORCH_DISTRIBUTED_DEBUG=DETAIL" in v.reason
+    assert v.culprit is None and "TORCH_DISTRIBUTED_DEBUG" not in v.reason, v.reason
+    assert "rank 0 ran all_reduce [524288] float32; rank 1 ran all_reduce [1048576] float32" in v.reason
     assert any("doesn't match expected size" in e for e in v.evidence)
+    # without records the shapes are unknown: DETAIL makes every rank report them
+    assert "TORCH_DISTRIBUTED_DEBUG=DETAIL" in C.size_mismatch(without_record(ev)).reason
 
 
 def test_a_rank_still_dying_of_its_own_sigkill_when_stopped_is_the_culprit_not_a_size_mismatch():
@@ -236,8 +246,12 @@ def test_a_dataloader_workers_error_is_the_ranks_own_with_the_workers_line():
 def test_a_size_abort_by_a_power_of_two_says_it_may_be_a_dtype():
     # lit_shards: rank 1 has no validation shard, so its metric counters stay Python ints (int64) while rank 0's are
     # float32: gloo aborts rank 0 with "8 vs 4" (bytes received vs posted)
-    v = C.size_mismatch(evidence("user-dtype-mismatch")[0])
+    ev = evidence("user-dtype-mismatch")[0]
+    v = C.size_mismatch(without_record(ev))
     assert v.culprit is None and "8 bytes received where 4 were expected" in v.reason and "another dtype" in v.reason
+    # with the records the dtypes are known, not guessed
+    v = C.size_mismatch(ev)
+    assert "rank 0 ran all_reduce [3] float32; rank 1 ran all_reduce [3] int64" in v.reason and "bytes" not in v.reason
     # 1024 vs 1000 bytes (another shape): no dtype note
     assert "dtype" not in C.size_mismatch(evidence("desync-shape-2")[0]).reason
 

@@ -160,12 +160,15 @@ def test_the_hang_watch_names_the_culprit_before_any_rank_fails(runs_dir):
 
 def test_an_abort_on_a_size_mismatch_names_no_rank(runs_dir):
     # rank 1 sends the wrong size; gloo SIGABRTs whichever rank received more than it expected (here rank 0):
-    # the verdict must not blame the aborted rank, and must point at DETAIL
+    # the verdict must not blame the aborted rank, and shows every rank's shapes (the aborted rank's collective
+    # record too, written as it died)
     res = probe(2, timeout=10, size_mb=1, fault="mismatch", fault_rank=1, live=False)
     aborted = [r for r, rec in res.records.items() if rec.get("signal") == "SIGABRT"]
     assert aborted, res.records
     assert res.culprit is None and res.verdict.kind == "mismatch", res.verdict
-    assert "TORCH_DISTRIBUTED_DEBUG=DETAIL" in res.verdict.reason and res.verdict.evidence
+    assert "rank 0 ran all_reduce [262144] float32; rank 1 ran all_reduce [524288] float32" in res.verdict.reason, \
+        res.verdict.reason
+    assert res.collectives["missing_ranks"] == [] and res.verdict.evidence
     assert res.category == "collective_mismatch"
 
 

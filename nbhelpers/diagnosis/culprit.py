@@ -20,7 +20,8 @@ from nbhelpers.diagnosis.api import Failure, Rule, Verdict
 from nbhelpers.diagnosis.hang import rank_ranges
 from nbhelpers.diagnosis.rankonly import rank_only_calls
 from nbhelpers.diagnosis.structure import early_exit_before, loop_exit, mapped_rewrites, rank_flow, sigbus_doc
-from nbhelpers.diagnosis.tracebacks import RANK_PREFIX, SPY_FRAME, Frame, Where, exceptions, stack_frames, where_from
+from nbhelpers.diagnosis.tracebacks import (FH_FRAME, FH_THREAD, RANK_PREFIX, SPY_FRAME, Frame, Where, exceptions,
+                                            stack_frames, where_from)
 from nbhelpers.diagnosis.watchdog import SHORT_TIMEOUT_MS, timeout_ms
 
 __all__ = ["RankView", "Evidence", "RULES", "find_culprit", "named_ranks", "store_key_ranks", "torchrun_root_cause",
@@ -757,10 +758,19 @@ def size_mismatch(ev: Evidence) -> Verdict | None:
     dtype = (f" ({got} bytes received where {posted} were expected: a factor of {factor} is also what the same shape "
              f"in another dtype sends, {DTYPE_PAIRS[factor]} on the other ranks, e.g. a tensor built from Python "
              "numbers on a rank that had no data)") if factor in DTYPE_PAIRS else ""
+    fd = (ev.record or {}).get("first_disagreement")
+    if fd and fd["kind"] in ("size", "dtype") and not fd["missing"]:  # every rank's record, the aborted one's too
+        shapes = (f". The ranks' collective records show what differed, at collective #{fd['seq']} on {fd['pg']}: " +
+                  "; ".join(f"rank{'s' if len(g['ranks']) > 1 else ''} {rank_ranges(g['ranks'])} ran {g['desc']}"
+                            for g in fd["groups"]) + ": find where that tensor's size or dtype comes from each rank's "
+                  "own data")
+        lines = [*lines, f"collective record: #{fd['seq']} {fd['kind']} mismatch"]
+        dtype = ""  # the records say which dtypes and sizes; the bytes' ratio was only a guess at them
+    else:
+        shapes = "; rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL to have every rank report the shapes"
     return ev.settle(ev.nobody(Rule.MISMATCH, f"{who} aborted (SIGABRT) on a collective whose size did "
                      f"not match its peers'{dtype}: gloo aborts the rank that received more than it expected, which "
-                     "is not necessarily the rank at fault; rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL to have every "
-                     "rank report the shapes", lines), ev.positions)
+                     f"is not necessarily the rank at fault{shapes}", lines), ev.positions)
 
 
 def model_mismatch(ev: Evidence) -> Verdict | None:
@@ -1391,21 +1401,25 @@ def _where_text(v: RankView) -> str | None:
 
 
 def _fatal_where(v: RankView) -> Where | None:
-    """The Python stack faulthandler printed when the rank died of a signal (the current thread's)."""
+    """The Python stack faulthandler printed when the rank died of a signal: the thread that died ("Current
+    thread"), or, when that was a thread of C++'s own (gloo's, which has no Python frame and is not listed), the main
+    thread (the one started at a module's top level), not the other threads faulthandler lists first (the rank
+    shim's record thread, a DataLoader's pin thread)."""
     lines = v.log.splitlines()
     at = next((i for i, ln in enumerate(lines) if FATAL.match(ln)), None)
     if at is None:
         return None
-    # the thread that died: faulthandler lists the other threads first (the rank shim's own, a DataLoader's pin thread)
-    at = next((i for i in range(at, len(lines)) if lines[i].startswith("Current thread ")), at)
-    frames = []
-    for ln in lines[at:]:
-        m = re.match(r'^\s*File "([^"]+)", line (\d+) in (\S+)', ln)
-        if m:
-            frames.append(Frame(m.group(1), int(m.group(2)), m.group(3)))
-        elif frames and not ln.strip():
-            break
-    return Where("faulthandler", frames[::-1]) if frames else None
+    threads: list[tuple[bool, list[Frame]]] = []  # (current, frames innermost first), as faulthandler lists them
+    for ln in lines[at + 1:]:
+        if FH_THREAD.match(ln):
+            threads.append((ln.startswith("Current thread "), []))
+        elif (m := FH_FRAME.match(ln)) and threads:
+            threads[-1][1].append(Frame(m.group(1), int(m.group(2)), m.group(3)))
+        elif threads and ln.strip() and ln.strip() != "<no Python frame>":
+            break  # past the dump ("Extension modules: ...", the next lines of the log)
+    chosen = next((f for current, f in threads if current and f), None) or \
+        next((f for _, f in threads if f and f[-1].func == "<module>"), None) or next((f for _, f in threads if f), None)
+    return Where("faulthandler", chosen[::-1]) if chosen else None
 
 
 def _frames_ev(v: RankView, w: Where) -> list[str]:

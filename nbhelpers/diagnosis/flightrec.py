@@ -29,8 +29,9 @@ How a job gets the dumps out:
   ``torch.distributed.debug.start_debug_server()`` (needs jinja2, tabulate, aiohttp or requests) serves
   each rank's buffer as JSON at ``/handler/fr_trace_json``, even while the rank is blocked in a collective.
 * A gloo size mismatch small enough for one message makes the rank that receives more bytes than it
-  posted abort inside gloo (SIGABRT, ``op.preamble.length <= op.nbytes``): that rank writes no dump, and
-  the report lists it under ``missing_ranks`` with "no dump".
+  posted abort inside gloo (SIGABRT, ``op.preamble.length <= op.nbytes``): that rank writes no dump of its
+  own (the report lists it under ``missing_ranks`` with "no dump"), unless it runs under the workbook's rank
+  shim, whose abort hook writes it as the rank dies.
 
 ``read_dumps(folder)`` loads the files (pickle or JSON, any ``<prefix><rank>`` names; an empty or torn
 file is noted, not fatal, unless no file is readable), ``analyse(dumps)`` returns an :class:`FRReport`,

@@ -256,7 +256,10 @@ def collective_of(frames: list[Frame]) -> str | None:
 
 
 def where_from(log: str, stack: str = "") -> Where | None:
-    """Where a rank was when it ended: its stack dump when it was stopped (it shows where it waited),
-    else the traceback it raised."""
+    """Where a rank was when it ended: its stack dump when it was stopped (it shows where it waited), else the
+    traceback it raised; also when the dump holds none of the user's frames (the program had raised and ended, and
+    the stop found the process in the rank shim's last steps)."""
     spy = stack_frames(stack) if stack else None
-    return spy if spy is not None and spy.frames else last_traceback(log)
+    if spy is not None and spy.frames and (user_frame(spy.frames) or not (raised := last_traceback(log))):
+        return spy
+    return raised if spy is not None and spy.frames else last_traceback(log)

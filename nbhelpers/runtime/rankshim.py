@@ -196,6 +196,8 @@ def _ask_peers(fr_dir, log_dir, rank):
 
 
 def _answered(fr_dir, log_dir, rank, asked):
+    """Whether the peer wrote its record since ``asked``, or cannot any more: its program is done (it wrote its own
+    then), or its process is gone (an abort wrote it as the rank died)."""
     try:
         if os.stat(os.path.join(fr_dir, f"rank{rank}.pkl")).st_mtime_ns >= asked:
             return True
@@ -203,9 +205,18 @@ def _answered(fr_dir, log_dir, rank, asked):
         pass
     try:
         with open(os.path.join(log_dir, f"rank{rank}.json")) as f:
-            return "python_end" in json.load(f)
+            rec = json.load(f)
     except (OSError, ValueError):
         return False
+    if "python_end" in rec:
+        return True
+    try:
+        os.kill(rec["pid"], 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, KeyError, TypeError):
+        pass
+    return False
 
 
 def _user_traceback(tb):
@@ -292,9 +303,10 @@ def main(argv):
         if hook is not None:
             hook.remove()
         recorder.stop()
-        if keep_record and _fr_write(recorder.path) and code != 0:
+        wrote = keep_record and _fr_write(recorder.path)
+        _save(base + ".json", {**record, "python_end": time.time(), "python_exit": code})  # before a stop can come
+        if wrote and code != 0:
             _ask_peers(fr_dir, log_dir, rank)
-        _save(base + ".json", {**record, "python_end": time.time(), "python_exit": code})
 
     try:
         _run(target)
