@@ -148,8 +148,8 @@ class _AbortHook:
     rank that aborted never wrote, so the comparison lacked exactly the rank that saw the difference.
 
     Installed before faulthandler, which keeps it as the handler it chains to: on SIGABRT faulthandler prints every
-    thread's stack to the log as before (the aborting thread's, with no Python frame, first), then re-raises the
-    signal into this handler, which has the record thread write the record (waiting at most FR_ABORT_WAIT_S) and
+    Python thread's stack to the log as before (gloo's own thread, which aborted, has none and is not listed), then
+    re-raises the signal into this handler, which has the record thread write the record (waiting at most FR_ABORT_WAIT_S) and
     returns; ``abort()`` then ends the process by the same SIGABRT as without the workbook.  Removed before the
     program's shutdown, faulthandler then chaining to what it chained to before (an abort in the destructors at
     exit is left as it is), and it does nothing in a forked child (a DataLoader worker)."""
