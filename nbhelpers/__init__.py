@@ -49,19 +49,19 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "classify_file": ("diagnosis.classify", "classify_file"),
     "classify_logs": ("diagnosis.classify", "classify_logs"),
     "collect_fingerprint": ("diagnosis.fingerprint", "collect"),
-    "fingerprint_table": ("diagnosis.fingerprint", "to_table"),
+    "fingerprint_table": ("views.tables", "fingerprint_table"),
     "lint_env": ("diagnosis.lint", "lint_env"),
-    "lint_table": ("diagnosis.lint", "findings_table"),
-    "env_catalog": ("diagnosis.envcatalog", "to_table"),
-    "parse_nccl": ("diagnosis.nccllog", "parse_nccl"),
-    "channel_table": ("diagnosis.nccllog", "channel_table"),
-    "nccl_summary": ("diagnosis.nccllog", "nccl_summary"),
-    "nccl_chart": ("diagnosis.nccllog", "nccl_chart"),
+    "lint_table": ("views.tables", "lint_table"),
+    "env_catalog": ("views.tables", "env_catalog"),
+    "parse_nccl": ("views.tables", "parse_nccl"),
+    "channel_table": ("views.tables", "channel_table"),
+    "nccl_summary": ("views.tables", "nccl_summary"),
+    "nccl_chart": ("views.tables", "nccl_chart"),
     "nccl_sample": ("diagnosis.nccllog", "sample_log"),
-    "nccl_effects": ("diagnosis.nccllog", "effects_table"),
+    "nccl_effects": ("views.tables", "effects_table"),
     "bus_factor": ("diagnosis.busbw", "bus_factor"),
     "parse_watchdog": ("diagnosis.watchdog", "parse_watchdog"),
-    "watchdog_table": ("diagnosis.watchdog", "watchdog_table"),
+    "watchdog_table": ("views.tables", "watchdog_table"),
     "slow_or_stuck": ("diagnosis.watchdog", "slow_or_stuck"),
     "Gallery": ("scenarios.api", "Gallery"),
     "probe": ("scenarios.probe", "probe"),
@@ -175,24 +175,10 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time each name l
     from nbhelpers.diagnosis.busbw import bus_factor
     from nbhelpers.diagnosis.classify import classify, classify_file, classify_logs
     from nbhelpers.diagnosis.culprit import find_culprit
-    from nbhelpers.diagnosis.envcatalog import to_table as env_catalog
     from nbhelpers.diagnosis.fingerprint import collect as collect_fingerprint
-    from nbhelpers.diagnosis.fingerprint import to_table as fingerprint_table
-    from nbhelpers.diagnosis.lint import findings_table as lint_table
     from nbhelpers.diagnosis.lint import lint_env
-    from nbhelpers.diagnosis.nccllog import (
-        channel_table,
-        nccl_chart,
-        nccl_summary,
-        parse_nccl,
-    )
-    from nbhelpers.diagnosis.nccllog import effects_table as nccl_effects
     from nbhelpers.diagnosis.nccllog import sample_log as nccl_sample
-    from nbhelpers.diagnosis.watchdog import (
-        parse_watchdog,
-        slow_or_stuck,
-        watchdog_table,
-    )
+    from nbhelpers.diagnosis.watchdog import parse_watchdog, slow_or_stuck
     from nbhelpers.errors import ConfigError, LaunchError, PortInUseError, WorkbookError
     from nbhelpers.report.build import run_all
     from nbhelpers.report.export import export_button, export_report
@@ -256,6 +242,17 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time each name l
     from nbhelpers.views.envedit import EnvEditor, env_editor
     from nbhelpers.views.notebook import setup_notebook
     from nbhelpers.views.pastebox import findings_table, paste_box, show_findings
+    from nbhelpers.views.tables import (
+        channel_table,
+        env_catalog,
+        fingerprint_table,
+        lint_table,
+        nccl_chart,
+        nccl_summary,
+        parse_nccl,
+        watchdog_table,
+    )
+    from nbhelpers.views.tables import effects_table as nccl_effects
 
 
 def __getattr__(name: str):

@@ -132,8 +132,10 @@ def test_lookup():
     assert ec.is_known("NCCL_IB_QPS_PER_CONNECTION") and not ec.is_known("NCCL_TIMEOUT")
 
 
-def test_to_table():
-    frame = ec.to_table()
+def test_the_catalog_as_a_table():
+    from nbhelpers.views.tables import env_catalog
+
+    frame = env_catalog()
     assert len(frame) == len(ec.CATALOG)
     assert {"name", "type", "default", "allowed", "meaning", "deprecated_alias_of", "debug_only",
             "source"} <= set(frame.columns)

@@ -8,16 +8,16 @@ from nbhelpers.diagnosis.fingerprint import (
     collect,
     match_ifname,
     nccl_would_pick,
-    to_table,
 )
 from nbhelpers.diagnosis.redact import REDACTED
+from nbhelpers.views.tables import fingerprint_table
 
 
 def test_collect_redacts_secrets_wherever_the_fingerprint_goes(monkeypatch):
     monkeypatch.setenv("TORCH_HUB_TOKEN", "tok_supersecret_1")
     monkeypatch.setenv("MASTER_ADDR", "https://alice:pw_secret@example.org")
     fp = collect()
-    shown = json.dumps(fp) + to_table(fp).to_string()
+    shown = json.dumps(fp) + fingerprint_table(fp).to_string()
     assert "tok_supersecret_1" not in shown and "pw_secret" not in shown
     assert fp["env"]["TORCH_HUB_TOKEN"] == REDACTED
     assert fp["torch"].startswith("2.") and fp["gpus"] >= 0 and fp["hostname"]

@@ -96,3 +96,36 @@ def test_no_module_imports_itself_back_through_others():
 
 def test_the_cycle_check_sees_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
+
+
+# diagnosis/ is pure: functions over text and records, no rendering, no processes.  What still reads the machine or
+# runs a library's own analysis is listed here with why, and nothing else may join the list unnoticed.
+IMPURE = ("pandas", "plotly", "subprocess", "psutil", "torch", "sklearn", "ipywidgets")
+STILL_IMPURE = {
+    ("fingerprint", "psutil"): "collect() reads this machine's interfaces (to move to runtime/)",
+    ("fingerprint", "torch"): "collect() reads torch's versions and devices (to move to runtime/)",
+    ("flightrec", "torch"): "torch's own Flight Recorder matcher (components.builder), pure functions over records",
+    ("model", "sklearn"): "the learned second opinion, fitted and cached on first use (to move to runtime/)",
+}
+
+
+def third_party(path: Path) -> set[str]:
+    tops = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            tops |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            tops.add(node.module.split(".")[0])
+    return tops & set(IMPURE)
+
+
+@pytest.mark.parametrize("path", sorted((PKG / "diagnosis").glob("*.py")), ids=lambda p: p.name)
+def test_diagnosis_renders_nothing_and_starts_nothing(path):
+    found = {(path.stem, lib) for lib in third_party(path)}
+    assert found <= set(STILL_IMPURE), (f"{path.name} imports {sorted(lib for _, lib in found - set(STILL_IMPURE))}: "
+                                        "tables and charts belong in views/, processes and the machine in runtime/")
+
+
+def test_the_list_of_what_is_still_impure_is_not_stale():
+    still = {(p.stem, lib) for p in (PKG / "diagnosis").glob("*.py") for lib in third_party(p)}
+    assert set(STILL_IMPURE) <= still, set(STILL_IMPURE) - still

@@ -1,7 +1,8 @@
 import pytest
 
 from nbhelpers.diagnosis import fingerprint
-from nbhelpers.diagnosis.lint import Finding, findings_table, lint_env
+from nbhelpers.diagnosis.lint import Finding, lint_env
+from nbhelpers.views.tables import lint_table
 
 IFACES = [
     {"name": "eth0", "up": True, "mtu": 1500, "addresses": ["10.0.0.5"]},
@@ -266,9 +267,9 @@ def test_errors_come_first():
 
 
 def test_findings_table():
-    frame = findings_table(lint(NCCL_TIMEOUT="5", NCCL_DEBUG="INFO"))
+    frame = lint_table(lint(NCCL_TIMEOUT="5", NCCL_DEBUG="INFO"))
     assert list(frame.columns) == ["name", "value", "level", "rule", "message", "fix"]
     assert frame["name"].tolist() == ["NCCL_TIMEOUT", "NCCL_DEBUG"]
-    empty = findings_table([])
+    empty = lint_table([])
     assert len(empty) == 0 and list(empty.columns) == list(frame.columns)
     assert isinstance(lint(NCCL_TIMEOUT="5")[0], Finding)

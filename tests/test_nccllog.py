@@ -4,15 +4,9 @@ import json
 import pytest
 from conftest import SHARED, has_gpus
 
-from nbhelpers.diagnosis.nccllog import (
-    channel_table,
-    nccl_chart,
-    nccl_summary,
-    parse_logs,
-    parse_nccl,
-    sample_log,
-)
+from nbhelpers.diagnosis.nccllog import sample_log
 from nbhelpers.scenarios.nccl import nccl_debug_run
+from nbhelpers.views.tables import channel_table, nccl_chart, nccl_frame, nccl_summary, parse_logs, parse_nccl
 
 CORPUS = SHARED / "corpus" / "real_failure_logs.dev.jsonl"
 
@@ -111,7 +105,8 @@ def test_parse_logs_keeps_the_launchers_rank():
 @pytest.mark.gpu
 @pytest.mark.skipif(not has_gpus(1), reason="needs a CUDA GPU (NCCL)")
 def test_real_nccl_debug_log_is_parsed(runs_dir):
-    res, df = nccl_debug_run()
+    res, lines = nccl_debug_run()
+    df = nccl_frame(lines)
     assert res.ok, res.verdict
     assert (df.kind == "version").any() and (df.kind == "init_complete").sum() == res.nproc
     if res.nproc >= 2:

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from nbhelpers.diagnosis.watchdog import parse_watchdog, slow_or_stuck, timeout_ms, watchdog_table
+from nbhelpers.diagnosis.watchdog import parse_watchdog, slow_or_stuck, timeout_ms
+from nbhelpers.views.tables import watchdog_table
 
 CASES = json.loads((Path(__file__).parent / "data" / "watchdog_lines.json").read_text())
 

@@ -22,7 +22,7 @@ this module has no side effects and imports neither torch nor pandas.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Literal
 
 VarType = Literal["bool", "int", "enum", "list", "str", "ifname", "port"]
@@ -597,13 +597,3 @@ def wrong_name(name: str) -> WrongName | None:
 def is_known(name: str) -> bool:
     """True for names the catalog describes or knows to be real."""
     return name in CATALOG or name in OTHER_KNOWN
-
-
-def to_table():
-    """The catalog as a pandas DataFrame, one row per variable (tuples joined with ', ')."""
-    import pandas as pd
-
-    cols = [f.name for f in fields(EnvVar)]
-    rows = [{c: (", ".join(v) if isinstance(v := getattr(e, c), tuple) else v) for c in cols}
-            for e in CATALOG.values()]
-    return pd.DataFrame(rows, columns=cols)

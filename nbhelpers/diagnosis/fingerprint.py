@@ -138,18 +138,3 @@ def warnings(fp: dict) -> list[str]:
     if "NCCL_TIMEOUT" in fp.get("env", {}):
         out.append("NCCL_TIMEOUT is set but no such variable exists: the timeout is init_process_group(timeout=...).")
     return out
-
-
-def to_table(fp: dict):
-    """A two-column table (item, value) for display; interfaces and env summarised."""
-    import pandas as pd
-
-    rows = {k: v for k, v in fp.items() if k not in ("interfaces", "env", "warnings")}
-    rows["interfaces"] = "; ".join(f"{i['name']}({'up' if i['up'] else 'down'}, mtu {i['mtu']}): "
-                                   f"{', '.join(i['addresses']) or '-'}" for i in fp.get("interfaces", []))
-    for key in ("shm_total", "shm_free"):
-        if rows.get(key) is not None:
-            rows[key] = f"{rows[key] / 2**30:.2f} GiB"
-    rows.update({f"env {k}": v for k, v in fp.get("env", {}).items()})
-    rows["warnings"] = "\n".join(fp.get("warnings", [])) or "none"
-    return pd.DataFrame({"item": list(rows), "value": [str(v) for v in rows.values()]})

@@ -20,7 +20,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from typing import Literal, Mapping
 
 from nbhelpers.diagnosis import envcatalog as ec
@@ -272,10 +272,3 @@ def lint_env(env: Mapping[str, str] | None = None, interfaces: list[dict] | None
             findings.extend(_lint_one(name, str(env[name]), env, get_ifaces))
     findings.extend(_cross_checks(env))
     return sorted(findings, key=lambda f: (_ORDER[f.level], f.name, f.rule))
-
-
-def findings_table(findings: list[Finding]):
-    """A pandas DataFrame with one row per finding (columns: the Finding fields)."""
-    import pandas as pd
-
-    return pd.DataFrame([asdict(f) for f in findings], columns=[f.name for f in fields(Finding)])

@@ -1,9 +1,10 @@
 """Read NCCL_DEBUG=INFO/WARN output: versions, networks, interfaces, channels and transports, per rank.
 
-    df = parse_nccl(text)        # one row per NCCL line understood (kind, host, pid, dev, rank, ...)
-    channel_table(df)            # rank -> peer, channel, transport (P2P, SHM, NET/IB, NET/Socket), interface
-    nccl_summary(df)             # one row per rank: NCCL version, network, interfaces, init complete, WARNs
-    nccl_chart(df)               # plotly: who talks to whom over what
+    rows = parse_lines(text.splitlines())   # one dict per NCCL line understood (kind, host, pid, dev, rank, ...)
+    rows = log_rows(run.logs)               # each rank's log of a run, rows marked with the launcher's rank
+
+The tables and the chart over these rows (``parse_nccl``, ``channel_table``, ``nccl_summary``, ``nccl_chart``) are
+in :mod:`nbhelpers.views.tables`.
 
 Tolerant of the formats seen from NCCL 2.4 to 2.2x: ``host:pid:tid [dev]`` prefixes behind any other
 prefix (timestamps, ``[1,0]<stdout>:`` from mpirun, ``(pid=...)`` from Ray, Python logging), bare
@@ -173,85 +174,9 @@ def _fill(rows: list[dict]) -> None:
                 r["interface"] = "intra-node"
 
 
-def parse_nccl(text: str | Iterable[str]):
-    """A DataFrame of the NCCL lines in ``text`` (a string, or an iterable of lines)."""
-    import pandas as pd
-
-    lines = text.splitlines() if isinstance(text, str) else text
-    df = pd.DataFrame(parse_lines(lines), columns=COLUMNS)
-    for col in ("pid", "dev", "rank", "nranks", "channel", "peer", "net_dev"):
-        df[col] = df[col].astype("Int64")
-    return df
-
-
-def parse_logs(logs: dict[int, str]):
-    """Parse each rank's log of a run (``RunResult.logs``); rows get ``log_rank``, the launcher's rank."""
-    import pandas as pd
-
-    parts = []
-    for rank, text in logs.items():
-        df = parse_nccl(text)
-        df.insert(0, "log_rank", rank)
-        df["rank"] = df["rank"].fillna(rank)
-        parts.append(df)
-    return pd.concat(parts, ignore_index=True) if parts else parse_nccl("")
-
-
 def sample_log() -> str:
     """The real public NCCL lines shipped with the workbook (each block names its source URL)."""
     return SAMPLE.read_text()
-
-
-def channel_table(df):
-    """Channel connections: rank, host, channel, peer, direction, transport, detail, interface, GDR."""
-    cols = ["rank", "host", "channel", "peer", "direction", "transport", "detail", "interface", "gdr"]
-    return df[df.kind == "channel"][cols].reset_index(drop=True)
-
-
-def nccl_summary(df):
-    """One row per NCCL process and device: rank, version, network, interfaces, transports, init, WARNs."""
-    import pandas as pd
-
-    keyed = df[df["host"].notna()]
-    everywhere = df[df.kind == "version"]["value"].dropna().unique().tolist()
-    everywhere = everywhere if len(everywhere) == 1 else []  # one job, one NCCL: lend it to every process
-    rows = []
-    for (host, pid, dev), g in keyed.groupby(["host", "pid", "dev"], sort=False):
-        ch = g[g.kind == "channel"]
-        ranks = g["rank"].dropna().unique().tolist()
-        versions = g[g.kind == "version"]["value"].dropna().unique().tolist()
-        rows.append({"host": host, "pid": pid, "dev": dev, "rank": ", ".join(str(r) for r in ranks) or "?",
-                     "version": ", ".join(versions or everywhere) or None,
-                     "network": ", ".join(g[g.kind == "network"]["value"].unique()) or None,
-                     "interfaces": ", ".join(dict.fromkeys(
-                         x for x in g[g.kind.isin(["net_devices", "bootstrap"])]["interface"].dropna() if x)) or None,
-                     "transports": ", ".join(f"{t} x{n}" for t, n in ch["transport"].value_counts().items()) or None,
-                     "init complete": bool((g.kind == "init_complete").any()),
-                     "warnings": int((g.kind == "warn").sum())})
-    return pd.DataFrame(rows)
-
-
-TRANSPORT_COLOR = {"P2P": "#2ca02c", "SHM": "#17becf", "NET/IB": "#1f77b4", "NET/Socket": "#d62728"}
-
-
-def nccl_chart(df, title: str = "NCCL channels: rank -> peer, by transport"):
-    """Scatter of rank (x) -> peer (y), one marker per pair and transport, sized by channel count."""
-    import plotly.graph_objects as go
-
-    ch = channel_table(df)
-    fig = go.Figure()
-    if len(ch):
-        counts = ch.groupby(["rank", "peer", "transport"]).size().reset_index(name="channels")
-        for transport, g in counts.groupby("transport"):
-            fig.add_trace(go.Scatter(
-                x=g["rank"].astype(int), y=g["peer"].astype(int), mode="markers", name=transport,
-                marker=dict(size=8 + 3 * g["channels"].clip(upper=10), color=TRANSPORT_COLOR.get(transport),
-                            opacity=0.75),
-                hovertext=[f"rank {r} -> {p} via {transport}: {n} channel(s)"
-                           for r, p, n in zip(g["rank"], g["peer"], g["channels"])], hoverinfo="text"))
-    fig.update_layout(title=title, xaxis_title="rank (printing the line)", yaxis_title="peer rank", height=380,
-                      margin=dict(l=10, r=10, t=50, b=30))
-    return fig
 
 
 # What each NCCL variable would show in this table, for the notebook's no-GPU explanation.
@@ -266,8 +191,11 @@ NCCL_EFFECTS = {
 }
 
 
-def effects_table():
-    """What each NCCL variable would change in the parsed table (a GPU is needed to see it for real)."""
-    import pandas as pd
-
-    return pd.DataFrame([{"setting": k, "what changes in the NCCL_DEBUG table": v} for k, v in NCCL_EFFECTS.items()])
+def log_rows(logs: dict[int, str]) -> list[dict]:
+    """The NCCL lines of each rank's log of a run (``RunResult.logs``); each row gets ``log_rank``, the launcher's
+    rank, which is also its ``rank`` where the line does not say."""
+    rows = []
+    for rank, text in logs.items():
+        for r in parse_lines(text.splitlines()):
+            rows.append({"log_rank": rank, **r, "rank": rank if r.get("rank") is None else r["rank"]})
+    return rows

@@ -32,7 +32,7 @@ from nbhelpers.diagnosis.busbw import (
     op_size_bytes,
 )
 
-__all__ = ["parse_watchdog", "watchdog_table", "slow_or_stuck", "timeout_ms", "TimeoutLine", "SlowOrStuck",
+__all__ = ["parse_watchdog", "at_work", "slow_or_stuck", "timeout_ms", "TimeoutLine", "SlowOrStuck",
            "SHORT_TIMEOUT_MS"]
 
 _WORK = re.compile(r"Work(?P<backend>NCCL|XCCL|Gloo|HCCL|MPI)?\((?P<body>[^()]*(?:\([^()]*\)[^()]*)*)\)"
@@ -67,6 +67,12 @@ class TimeoutLine:
 
     def to_dict(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if k != "text"}
+
+
+def at_work(text: str) -> list[tuple[int, int, int]]:
+    """The watchdog's "detected by watchdog at work: N, last enqueued NCCL work: N, last completed NCCL work: N"
+    lines of ``text``, as (at work, last enqueued, last completed)."""
+    return [tuple(int(x) for x in m) for m in _AT_WORK.findall(_unwrap(text))]
 
 
 def _unwrap(text: str) -> str:
@@ -113,17 +119,6 @@ def timeout_ms(text: str | None) -> int | None:
     """The timeout, in milliseconds, that the first timeout message in ``text`` says it gave up after (None: none)."""
     m = TIMEOUT_MS.search(text or "")
     return int(next(g for g in m.groups() if g)) if m else None
-
-
-def watchdog_table(text: str):
-    """The records as a table, one row per (rank, record), plus the watchdog's 'last enqueued/completed'."""
-    import pandas as pd
-
-    rows = [ln.to_dict() for ln in parse_watchdog(text)]
-    df = pd.DataFrame(rows)
-    at = [tuple(int(x) for x in m) for m in _AT_WORK.findall(_unwrap(text))]
-    df.attrs["at_work"] = at
-    return df
 
 
 @dataclass(repr=False)

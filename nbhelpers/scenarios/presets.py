@@ -205,13 +205,12 @@ def presets_table(nproc_per_node: int = 2):
 
 def advice_lint_table(interfaces: list[dict] | None = None):
     """Lint each advised export list: one row per finding, with the advice it came from."""
+    from dataclasses import asdict, fields
+
     import pandas as pd
 
-    from nbhelpers.diagnosis.lint import findings_table, lint_env
+    from nbhelpers.diagnosis.lint import Finding, lint_env
 
-    parts = []
-    for source, env in ADVISED_EXPORTS.items():
-        df = findings_table(lint_env(env, interfaces=interfaces))
-        df.insert(0, "advised", source)
-        parts.append(df)
-    return pd.concat(parts, ignore_index=True)
+    rows = [{"advised": source, **asdict(f)} for source, env in ADVISED_EXPORTS.items()
+            for f in lint_env(env, interfaces=interfaces)]
+    return pd.DataFrame(rows, columns=["advised", *(f.name for f in fields(Finding))])
