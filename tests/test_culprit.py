@@ -87,6 +87,7 @@ DECIDED_BY = {  # recorded run -> the rule that must decide it
     # SIGBUS on a memory-mapped file another rank's code rewrote in place (two sets written apart: plain torch, Fabric)
     "user-mapped-rewrite": C.mapped_file_shrunk, "user-mapped-rewrite-fabric": C.mapped_file_shrunk,
     "user-world-from-config": C.wrong_world,  # every rank asked for rank 2 of a 2-rank job: nobody (third framework set)
+    "user-own-watchdog": C.different_collectives,  # both ranks stopped by their own faulthandler watchdog, apart
 }
 EXPECTED_FAILURE = {  # what each user-script run must be called, besides its culprit
     "user-valueerror": (1, "rank_error"), "user-oom-allgather": (1, "oom_in_collective"),
@@ -111,7 +112,7 @@ EXPECTED_FAILURE = {  # what each user-script run must be called, besides its cu
     "user-resume-apart": (1, None),  # the run's category is the classifier's collective_timeout
     "user-skipped-gather": (1, "collective_mismatch"), "user-left-loop": (1, "collective_mismatch"),
     "user-mapped-rewrite": (1, None), "user-mapped-rewrite-fabric": (0, None),  # the classifier's worker_killed
-    "user-world-from-config": (None, "rendezvous_timeout"),
+    "user-world-from-config": (None, "rendezvous_timeout"), "user-own-watchdog": (1, "collective_mismatch"),
 }
 
 
@@ -281,6 +282,8 @@ PASTE_FALLS_SHORT = {  # what only a supervised run knows, not the text a user w
     "user-uneven": "only the exit records say rank 0 had ended cleanly while rank 1 still called collectives",
     "user-uneven-finished-stopped": "only the stack dump says rank 0 had ended its script when it was stopped",
     "user-skipped-gather": "only the records and the source say rank 1 skipped the gather: the text shows a peer gone",
+    "user-own-watchdog": "the text has two faulthandler dumps and two exits of 1; that the ranks waited in different "
+                         "collectives is read from those dumps as stacks, which the classifier does not do",
 }
 
 
@@ -671,3 +674,21 @@ def test_sigbus_on_a_rewritten_mapped_file_names_the_rewriter_at_its_line_and_th
         v = C.mapped_file_shrunk(ev)
         assert v.culprit == 1 - victim and f"killed by SIGBUS at {read}" in v.reason and 'mode="w+"' in v.where, v
         assert any("man7.org" in e for e in v.evidence) and advice(v.kind, "worker_killed") == list(REMEDIES[v.kind])
+
+
+def test_a_rank_its_own_faulthandler_watchdog_stopped_was_waiting_not_crashed():
+    # trainer_skip_empty_batch (third framework set): faulthandler.dump_traceback_later(60, exit=True) on every rank;
+    # rank 1 skipped a step's backward, and after 60 s each rank's watchdog printed "Timeout (0:01:00)!", every
+    # thread's stack, and exited 1: two ranks waiting in different collectives, not two crashes
+    ev, _ = evidence("user-own-watchdog")
+    for v in ev.views:
+        assert v.record["returncode"] == 1 and v.own_watchdog_dump() and not v.crashed, v.record
+    assert ev.by_rank[0].where.collective == "backward (DDP's gradient all_reduce)"
+    assert ev.by_rank[1].where.collective == "all_gather" and "_get_num_items_in_batch" in str(ev.by_rank[1].where.frames)
+    v = C.find_culprit(ev.views, ev.status, torchrun_log=ev.torchrun_log, sources=ev.sources, record=ev.record)
+    assert v.culprit == 1 and v.kind is Rule.DIFFERENT_COLLECTIVES, v
+    # an exception of the rank's own after such a dump is still its own failure
+    one = ev.by_rank[0]
+    raised = C.RankView(0, one.events, one.record, one.log + "\nTraceback (most recent call last):\nValueError: x\n")
+    assert raised.own_watchdog_dump() is None and raised.crashed
+

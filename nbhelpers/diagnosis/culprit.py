@@ -21,7 +21,7 @@ from nbhelpers.diagnosis.hang import rank_ranges
 from nbhelpers.diagnosis.rankonly import rank_only_calls
 from nbhelpers.diagnosis.structure import early_exit_before, loop_exit, mapped_rewrites, rank_flow, sigbus_doc
 from nbhelpers.diagnosis.tracebacks import (FH_FRAME, FH_THREAD, RANK_PREFIX, SPY_FRAME, Frame, Where, exceptions,
-                                            stack_frames, where_from)
+                                            faulthandler_as_spy, stack_frames, where_from)
 from nbhelpers.diagnosis.watchdog import SHORT_TIMEOUT_MS, timeout_ms
 
 __all__ = ["RankView", "Evidence", "RULES", "find_culprit", "named_ranks", "store_key_ranks", "torchrun_root_cause",
@@ -55,6 +55,9 @@ DDP_SHAPES = re.compile(r"appears not to match (?:sizes|strides) of the same par
 STOPPED = re.compile(r"KeyboardInterrupt|SystemExit|SignalException")  # what a stop itself raises
 EXIT_ABORT = re.compile(r"terminate called without an active exception")
 FATAL = re.compile(r"^(?:\[rank\d+\]:\s*)?Fatal Python error: ")  # faulthandler's dump follows (PYTHONFAULTHANDLER)
+# faulthandler.dump_traceback_later's header: a watchdog of the program's own fired (Modules/faulthandler.c prints
+# "Timeout (H:MM:SS)!", then every thread's stack; with exit=True the process then exits with code 1)
+OWN_WATCHDOG = re.compile(r"^(?:\[rank\d+\]:\s*)?Timeout \(\d+:\d\d:\d\d\)!\s*$")
 OOM = re.compile(r"can't allocate memory|out of memory|std::bad_alloc|Cannot allocate memory|CUBLAS_STATUS_ALLOC_FAILED",
                  re.I)
 PROGRESS = re.compile(r"\b(?:step|steps|iter|iteration|batch|epoch)\b", re.I)
@@ -120,6 +123,17 @@ class RankView:
         fails = [e["t"] for e in self.events if e.get("status") == "fail"]
         return min(fails) if fails else None
 
+    def own_watchdog_dump(self) -> str | None:
+        """The stacks faulthandler printed when a watchdog of the program's own fired
+        (``faulthandler.dump_traceback_later(T, exit=True)``, the usual guard against a silent hang), read as a
+        stack dump of the moment the program stopped itself; None when the log has none, or when an exception of
+        the rank's own came after it."""
+        lines = self.log.splitlines()
+        at = next((i for i in range(len(lines) - 1, -1, -1) if OWN_WATCHDOG.match(lines[i])), None)
+        if at is None or any("Traceback (most recent call last)" in ln for ln in lines[at:]):
+            return None
+        return "\n".join(RANK_PREFIX.sub("", ln) for ln in lines[at + 1:])
+
     @property
     def crashed(self) -> bool:
         """Died on its own: a non-zero exit nobody asked for.  A rank that was already dying of SIGKILL (it killed
@@ -130,7 +144,7 @@ class RankView:
         if rc in (0, None):
             return False
         if not stop:
-            return True
+            return rc != 1 or self.own_watchdog_dump() is None  # its own watchdog stopped it: a wait, not a crash
         killed_at_once = self.record.get("end", 0) - self.record.get("stop_time", 0) < KILLED_BEFORE_ESCALATION_S
         return self.record.get("signal") == "SIGKILL" and stop != "SIGKILL" and killed_at_once or self.raised_at_end()
 
@@ -174,7 +188,8 @@ class RankView:
     def where(self) -> Where | None:
         """Where this rank was when it ended: its stack dump when stopped, else its last traceback."""
         if not hasattr(self, "_where"):
-            self._where = where_from(self.log, self.stack)
+            dump = self.stack or ((fh := self.own_watchdog_dump()) and faulthandler_as_spy(fh)) or ""
+            self._where = where_from(self.log, dump)
         return self._where
 
     @property

@@ -138,6 +138,9 @@ RUNS = {
                                    "Fabric: rank 0 rebuilds train.bin smaller each epoch; rank 1 dies of SIGBUS"),
     "user-world-from-config": (user("accel_env_config_world_size", folder="tests/userscripts_frameworks3"),
                                "accelerate: the run config exports WORLD_SIZE=4 on every rank of a 2-rank job"),
+    "user-own-watchdog": (user("trainer_skip_empty_batch", folder="tests/userscripts_frameworks3"),
+                          "HF Trainer: rank 1 skips a step's backward; both ranks' own faulthandler watchdog "
+                          "(dump_traceback_later(60, exit=True)) stops them, each in a different collective"),
     "user-left-loop": (user("acc_credit_early_stop", folder="tests/userscripts_frameworks2"),
                        "accelerate: rank 1 stops early on its own loss and waits in the final barrier; rank 0 trains on"),
 }
