@@ -48,9 +48,9 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "classify": ("diagnosis.classify", "classify"),
     "classify_file": ("diagnosis.classify", "classify_file"),
     "classify_logs": ("diagnosis.classify", "classify_logs"),
-    "collect_fingerprint": ("diagnosis.fingerprint", "collect"),
+    "collect_fingerprint": ("runtime.fingerprint", "collect"),
     "fingerprint_table": ("views.tables", "fingerprint_table"),
-    "lint_env": ("diagnosis.lint", "lint_env"),
+    "lint_env": ("runtime.fingerprint", "lint_env"),
     "lint_table": ("views.tables", "lint_table"),
     "env_catalog": ("views.tables", "env_catalog"),
     "parse_nccl": ("views.tables", "parse_nccl"),
@@ -175,8 +175,6 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time each name l
     from nbhelpers.diagnosis.busbw import bus_factor
     from nbhelpers.diagnosis.classify import classify, classify_file, classify_logs
     from nbhelpers.diagnosis.culprit import find_culprit
-    from nbhelpers.diagnosis.fingerprint import collect as collect_fingerprint
-    from nbhelpers.diagnosis.lint import lint_env
     from nbhelpers.diagnosis.nccllog import sample_log as nccl_sample
     from nbhelpers.diagnosis.watchdog import parse_watchdog, slow_or_stuck
     from nbhelpers.errors import ConfigError, LaunchError, PortInUseError, WorkbookError
@@ -184,6 +182,8 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time each name l
     from nbhelpers.report.export import export_button, export_report
     from nbhelpers.report.recording import record
     from nbhelpers.runtime.attach import attach, attach_commands
+    from nbhelpers.runtime.fingerprint import collect as collect_fingerprint
+    from nbhelpers.runtime.fingerprint import lint_env
     from nbhelpers.runtime.launchconfig import Config
     from nbhelpers.runtime.launcher import Run, RunResult, launch
     from nbhelpers.runtime.launcher import result_from_dir as parse_log_dir

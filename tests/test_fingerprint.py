@@ -5,11 +5,11 @@ import sys
 
 from nbhelpers.diagnosis import fingerprint as fp_mod
 from nbhelpers.diagnosis.fingerprint import (
-    collect,
     match_ifname,
     nccl_would_pick,
 )
 from nbhelpers.diagnosis.redact import REDACTED
+from nbhelpers.runtime.fingerprint import collect
 from nbhelpers.views.tables import fingerprint_table
 
 
@@ -51,7 +51,7 @@ def test_ifname_syntax_matches_nccls_rules():
 
 def test_fingerprint_is_the_probes_first_stage_output():
     env = dict(os.environ, RANK="0", NCCL_IB_PASSWORD="zz_secret_value")
-    out = subprocess.run([sys.executable, "-c", "from nbhelpers.runtime.events import stage\nfrom nbhelpers.diagnosis.fingerprint import collect\n"
+    out = subprocess.run([sys.executable, "-c", "from nbhelpers.runtime.events import stage\nfrom nbhelpers.runtime.fingerprint import collect\n"
                           "with stage('fingerprint') as o: o['fingerprint'] = collect(with_torch=False)"],
                          capture_output=True, text=True, env=env, check=True).stdout
     assert "zz_secret_value" not in out and "NCCL_IB_PASSWORD" in out

@@ -102,8 +102,6 @@ def test_the_cycle_check_sees_a_cycle():
 # runs a library's own analysis is listed here with why, and nothing else may join the list unnoticed.
 IMPURE = ("pandas", "plotly", "subprocess", "psutil", "torch", "sklearn", "ipywidgets")
 STILL_IMPURE = {
-    ("fingerprint", "psutil"): "collect() reads this machine's interfaces (to move to runtime/)",
-    ("fingerprint", "torch"): "collect() reads torch's versions and devices (to move to runtime/)",
     ("flightrec", "torch"): "torch's own Flight Recorder matcher (components.builder), pure functions over records",
     ("model", "sklearn"): "the learned second opinion, fitted and cached on first use (to move to runtime/)",
 }

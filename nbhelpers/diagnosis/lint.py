@@ -21,7 +21,7 @@ import difflib
 import os
 import re
 from dataclasses import dataclass
-from typing import Literal, Mapping
+from typing import Callable, Literal, Mapping
 
 from nbhelpers.diagnosis import envcatalog as ec
 from nbhelpers.diagnosis import fingerprint
@@ -237,8 +237,8 @@ def _lint_one(name: str, value: str, env: Mapping[str, str], get_ifaces) -> list
                    else f" ({var.default_note})" if var.default_note else "")
         out.append(Finding(name, shown, var.debug_level, "debug-setting", f"{name}={shown}: {var.debug_why}",
                            f"Unset {name} once the problem is found{default}."))
-    if var.type == "ifname":
-        out.extend(_ifname_findings(name, value, get_ifaces()))
+    if var.type == "ifname" and (ifaces := get_ifaces()) is not None:
+        out.extend(_ifname_findings(name, value, ifaces))
     return out
 
 
@@ -252,18 +252,22 @@ def _cross_checks(env: Mapping[str, str]) -> list[Finding]:
     return []
 
 
-def lint_env(env: Mapping[str, str] | None = None, interfaces: list[dict] | None = None) -> list[Finding]:
+def lint_env(env: Mapping[str, str] | None = None,
+             interfaces: list[dict] | Callable[[], list[dict]] | None = None) -> list[Finding]:
     """Findings for ``env`` (default: ``os.environ``), errors first.
 
-    ``interfaces`` are dicts like ``fingerprint.interfaces()`` returns (name, up, mtu, addresses); when
-    None, this host's interfaces are read, and only if an *_SOCKET_IFNAME variable is set.
+    ``interfaces`` are dicts like :func:`nbhelpers.runtime.fingerprint.interfaces` returns (name, up, mtu,
+    addresses), or a function that reads them, called only if an *_SOCKET_IFNAME variable is set; with None
+    those variables' interface names are not checked (``nbhelpers.lint_env`` checks them against this host).
     """
     env = os.environ if env is None else env
     cache: list[list[dict]] = []
 
-    def get_ifaces() -> list[dict]:
+    def get_ifaces() -> list[dict] | None:
+        if interfaces is None:
+            return None
         if not cache:
-            cache.append(list(interfaces) if interfaces is not None else fingerprint.interfaces())
+            cache.append(list(interfaces() if callable(interfaces) else interfaces))
         return cache[0]
 
     findings: list[Finding] = []

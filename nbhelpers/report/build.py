@@ -253,7 +253,7 @@ def build_summary(entries: list[dict], nbs: list, *, started: str, gpus: int | N
                   parameters: dict | None = None) -> dict:
     """summary.json: fingerprint, each notebook's status, failure location, records, timings; incidents first."""
     from nbhelpers.diagnosis.classify import classify, second_opinion
-    from nbhelpers.diagnosis.fingerprint import collect
+    from nbhelpers.runtime.fingerprint import collect
 
     try:
         fingerprint = collect()

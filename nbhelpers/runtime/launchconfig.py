@@ -16,7 +16,8 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from nbhelpers.diagnosis.lint import Finding, lint_env
+from nbhelpers.diagnosis.lint import Finding
+from nbhelpers.runtime.fingerprint import lint_env
 from nbhelpers.errors import ConfigError
 
 _WHOLE = re.compile(r"\d+")

@@ -209,7 +209,8 @@ def advice_lint_table(interfaces: list[dict] | None = None):
 
     import pandas as pd
 
-    from nbhelpers.diagnosis.lint import Finding, lint_env
+    from nbhelpers.diagnosis.lint import Finding
+    from nbhelpers.runtime.fingerprint import lint_env
 
     rows = [{"advised": source, **asdict(f)} for source, env in ADVISED_EXPORTS.items()
             for f in lint_env(env, interfaces=interfaces)]

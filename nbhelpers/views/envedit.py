@@ -63,7 +63,7 @@ class EnvEditor:
                  interfaces: list[dict] | None = None, worker: str = "probe", nproc: int = 2):
         import ipywidgets as w
 
-        from nbhelpers.diagnosis import fingerprint
+        from nbhelpers.runtime import fingerprint
         from nbhelpers.scenarios.presets import presets
 
         self.env: dict[str, str] = {}

@@ -87,7 +87,7 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     rank = int(os.environ.get("RANK", "0"))
     with stage("fingerprint") as out:
-        from nbhelpers.diagnosis.fingerprint import collect
+        from nbhelpers.runtime.fingerprint import collect
         fp = collect()
         out["fingerprint"] = fp
         backend = pick_backend(args.backend)

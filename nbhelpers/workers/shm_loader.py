@@ -25,7 +25,7 @@ def main(argv=None) -> None:
     p.add_argument("--items", type=int, default=16)
     p.add_argument("--timeout", type=float, default=5.0, help="DataLoader timeout, seconds (bounds the hang)")
     args = p.parse_args(argv)
-    from nbhelpers.diagnosis.fingerprint import collect
+    from nbhelpers.runtime.fingerprint import collect
 
     fp = collect(with_torch=False)
     emit("fingerprint", "ok", shm_total=fp["shm_total"], shm_free=fp["shm_free"], warnings=fp["warnings"])
