@@ -210,6 +210,19 @@ print(json.dumps({"rank": int(os.environ["RANK"]), "parent_is_torchrun": "torch.
 """
 
 
+def json_objects(text: str) -> list[dict]:
+    """Every JSON object in ``text``, wherever it starts (printed lines of processes sharing one pipe interleave)."""
+    decoder, at, found = json.JSONDecoder(), 0, []
+    while (at := text.find("{", at)) != -1:
+        try:
+            obj, at = decoder.raw_decode(text, at)
+        except ValueError:
+            at += 1
+            continue
+        found.append(obj)
+    return found
+
+
 def test_a_supervised_rank_is_what_plain_torchrun_starts(tmp_path, runs_dir):
     """The same script under plain torchrun and under the workbook: each rank's parent is torchrun's agent, it
     leads its own session, and it sees the same argv, path, environment (one name more: NBH_RUN_DIR, which
@@ -219,7 +232,8 @@ def test_a_supervised_rank_is_what_plain_torchrun_starts(tmp_path, runs_dir):
     out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--rdzv-backend",
                           "c10d", "--rdzv-endpoint", "127.0.0.1:0", str(script), "--lr", "0.1"], capture_output=True,
                          text=True, stdin=subprocess.DEVNULL, timeout=120, cwd=tmp_path)
-    plain = {f["rank"]: f for f in map(json.loads, (ln for ln in out.stdout.splitlines() if ln.startswith("{")))}
+    # both ranks print to torchrun's one stdout: their lines can interleave ('{rank 0...}{rank 1...}' then two newlines)
+    plain = {f["rank"]: f for f in json_objects(out.stdout)}
     res = Run(str(script), ["--lr", "0.1"], nproc=2, timeout=60).wait(live=False)
     assert res.status == "ok", res.logs
     run = {r: json.loads(next(ln for ln in log.splitlines() if ln.startswith("{"))) for r, log in res.logs.items()}
