@@ -692,3 +692,14 @@ def test_a_rank_its_own_faulthandler_watchdog_stopped_was_waiting_not_crashed():
     raised = C.RankView(0, one.events, one.record, one.log + "\nTraceback (most recent call last):\nValueError: x\n")
     assert raised.own_watchdog_dump() is None and raised.crashed
 
+
+def test_a_rank_whose_script_ended_well_and_torchrun_stopped_in_shutdown_did_not_crash():
+    # exit_abort: rank 0 aborts at exit; torchrun's SIGTERM can reach rank 1 so late in its own shutdown that
+    # faulthandler is gone (no stack dump, so no stop_signal): its exit record still says its script ended with 0
+    ev, _ = evidence("exit-abort")
+    one = ev.by_rank[1]
+    late = {k: v for k, v in one.record.items() if k not in ("stop_signal", "stop_time", "stack_file")}
+    late.update(returncode=-15, signal="SIGTERM", python_exit=0)
+    assert not C.RankView(1, one.events, late, one.log, "").crashed
+    assert C.RankView(1, one.events, {**late, "python_exit": 1}, one.log, "").crashed  # it had failed itself
+

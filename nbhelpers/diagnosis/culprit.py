@@ -144,6 +144,8 @@ class RankView:
         if rc in (0, None):
             return False
         if not stop:
+            if self.record.get("signal") == "SIGTERM" and self.record.get("python_exit") == 0:
+                return False  # its script had ended well: torchrun's stop reached it in shutdown, past faulthandler
             return rc != 1 or self.own_watchdog_dump() is None  # its own watchdog stopped it: a wait, not a crash
         killed_at_once = self.record.get("end", 0) - self.record.get("stop_time", 0) < KILLED_BEFORE_ESCALATION_S
         return self.record.get("signal") == "SIGKILL" and stop != "SIGKILL" and killed_at_once or self.raised_at_end()
