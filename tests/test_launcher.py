@@ -260,3 +260,31 @@ def test_a_job_keyed_on_its_launchers_pid_runs_as_under_plain_torchrun(tmp_path,
     assert res.finished, res.logs
     folders = {log.split(" from ")[-1].strip() for log in res.logs.values()}
     assert len(folders) == 1, res.logs
+
+
+OWN_SIGTERM = r"""
+import os, signal, time
+import torch.distributed as dist
+
+def stop(signum, frame):  # as Lightning's signal connector does: its own handler, then the default death
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+signal.signal(signal.SIGTERM, stop)  # replaces the rank shim's faulthandler dump: no stack is left
+dist.init_process_group("gloo")
+dist.barrier()
+if dist.get_rank() == 0:
+    raise ValueError("bad batch on rank 0")
+while True:
+    time.sleep(0.1)
+"""
+
+
+def test_a_rank_torchrun_stopped_is_not_a_crash_when_its_own_sigterm_handler_left_no_dump(tmp_path, runs_dir):
+    script = tmp_path / "own_sigterm.py"
+    script.write_text(OWN_SIGTERM)
+    res = Run(str(script), nproc=2, timeout=60).wait(live=False)
+    one = res.records[1]
+    assert one["signal"] == "SIGTERM" and not (res.log_dir / "rank1.term.txt").read_text(), one
+    assert one["stop_signal"] == "SIGTERM", one  # from torchrun's "Sending process N closing signal SIGTERM"
+    assert res.culprit == 0 and res.verdict.kind.value == "crashed", res.verdict

@@ -427,6 +427,8 @@ class Run:
                 if not stack.exists():
                     stack.write_text(faulthandler_as_spy(term.read_text(errors="replace")))
                 rec["stack_file"] = stack.name
+            elif self._torchrun_stopped(rec["pid"]):  # a SIGTERM handler of the program's own (Lightning's) left no dump
+                rec.update(stop_signal="SIGTERM", stop_time=seen)
             code = kernel
             if code is None and self.proc is not None and self.proc.poll() is not None:
                 if report is None:
@@ -437,6 +439,14 @@ class Run:
                 code = rec.get("python_exit", -signal.SIGTERM if rec.get("stop_signal") else None)
             rec.update(returncode=code, signal=signal_name(code))
         return records
+
+    def _torchrun_stopped(self, pid: int) -> bool:
+        """torchrun's own log says it sent this rank its closing SIGTERM (after another rank had failed)."""
+        try:
+            text = (self.log_dir / "torchrun.log").read_text(errors="replace")
+        except OSError:
+            return False
+        return f"Sending process {pid} closing signal SIGTERM" in text
 
     def local_ranks(self) -> list[int]:
         """The global ranks this node runs: all of them on one node, those that left a log on several."""
