@@ -20,8 +20,8 @@ from nbhelpers.diagnosis.api import Failure, Rule, Verdict
 from nbhelpers.diagnosis.hang import rank_ranges
 from nbhelpers.diagnosis.rankonly import rank_only_calls
 from nbhelpers.diagnosis.structure import early_exit_before, loop_exit, mapped_rewrites, rank_flow, sigbus_doc
-from nbhelpers.diagnosis.tracebacks import (FH_FRAME, FH_THREAD, RANK_PREFIX, SPY_FRAME, Frame, Where, exceptions,
-                                            faulthandler_as_spy, stack_frames, where_from)
+from nbhelpers.diagnosis.tracebacks import (RANK_PREFIX, SPY_FRAME, Frame, Where, exceptions, faulthandler_as_spy,
+                                            faulthandler_threads, stack_frames, where_from)
 from nbhelpers.diagnosis.watchdog import SHORT_TIMEOUT_MS, timeout_ms
 
 __all__ = ["RankView", "Evidence", "RULES", "find_culprit", "named_ranks", "store_key_ranks", "torchrun_root_cause",
@@ -1426,17 +1426,11 @@ def _fatal_where(v: RankView) -> Where | None:
     at = next((i for i, ln in enumerate(lines) if FATAL.match(ln)), None)
     if at is None:
         return None
-    threads: list[tuple[bool, list[Frame]]] = []  # (current, frames innermost first), as faulthandler lists them
-    for ln in lines[at + 1:]:
-        if FH_THREAD.match(ln):
-            threads.append((ln.startswith("Current thread "), []))
-        elif (m := FH_FRAME.match(ln)) and threads:
-            threads[-1][1].append(Frame(m.group(1), int(m.group(2)), m.group(3)))
-        elif threads and ln.strip() and ln.strip() != "<no Python frame>":
-            break  # past the dump ("Extension modules: ...", the next lines of the log)
-    chosen = next((f for current, f in threads if current and f), None) or \
-        next((f for _, f in threads if f and f[-1].func == "<module>"), None) or next((f for _, f in threads if f), None)
-    return Where("faulthandler", chosen[::-1]) if chosen else None
+    threads = [(current, f) for _, current, f in faulthandler_threads("\n".join(lines[at + 1:])) if f]
+    chosen = next((f for current, f in threads if current), None) or \
+        next((f for _, f in threads if f[-1][2] == "<module>"), None) or next((f for _, f in threads), None)
+    return Where("faulthandler", [Frame(file, int(line), func) for file, line, func in reversed(chosen)]) if chosen \
+        else None
 
 
 def _frames_ev(v: RankView, w: Where) -> list[str]:

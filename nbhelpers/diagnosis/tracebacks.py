@@ -202,19 +202,26 @@ FH_THREAD = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-fA-F]+) \(most rece
 FH_FRAME = re.compile(r'^\s+File "(.+)", line (\d+) in (.+?)\s*$')
 
 
+def faulthandler_threads(text: str) -> list[tuple[str, bool, list[tuple[str, str, str]]]]:
+    """Python's faulthandler dump at the start of ``text`` as its threads, in the order it lists them: (thread id,
+    whether it is the thread that died -- "Current thread" --, its frames as (file, line, function), innermost
+    first).  Reading stops at the first line past the dump ("Extension modules: ...", the rest of a log)."""
+    threads: list[tuple[str, bool, list[tuple[str, str, str]]]] = []
+    for ln in text.splitlines():
+        if t := FH_THREAD.match(ln):
+            threads.append((t.group(1), ln.startswith("Current thread "), []))
+        elif (f := FH_FRAME.match(ln)) and threads:
+            threads[-1][2].append(f.groups())
+        elif threads and ln.strip() and ln.strip() != "<no Python frame>":
+            break
+    return threads
+
+
 def faulthandler_as_spy(text: str) -> str:
     """Python's faulthandler dump (every thread, innermost frame first) written as ``py-spy dump`` writes one, so
     one reader serves both.  faulthandler names no thread and gives no state: the main thread is the one whose
     outermost frame is a module's top level (``<module>``), the state is ``unknown``."""
-    threads: list[tuple[str, list[tuple[str, str, str]]]] = []
-    for ln in text.splitlines():
-        t = FH_THREAD.match(ln)
-        if t:
-            threads.append((t.group(1), []))
-            continue
-        f = FH_FRAME.match(ln)
-        if f and threads:
-            threads[-1][1].append(f.groups())
+    threads = [(tid, frames) for tid, _, frames in faulthandler_threads(text)]
     out = []
     for i, (tid, frames) in enumerate(threads):
         name = "MainThread" if frames and frames[-1][2] == "<module>" else f"Thread-{i}"
@@ -260,6 +267,6 @@ def where_from(log: str, stack: str = "") -> Where | None:
     traceback it raised; also when the dump holds none of the user's frames (the program had raised and ended, and
     the stop found the process in the rank shim's last steps)."""
     spy = stack_frames(stack) if stack else None
-    if spy is not None and spy.frames and (user_frame(spy.frames) or not (raised := last_traceback(log))):
-        return spy
-    return raised if spy is not None and spy.frames else last_traceback(log)
+    if spy is None or not spy.frames:
+        return last_traceback(log)
+    return spy if user_frame(spy.frames) else last_traceback(log) or spy
