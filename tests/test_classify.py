@@ -200,6 +200,29 @@ def test_nccl_coll_lines_with_different_collectives_at_one_opcount_are_a_mismatc
     assert C.classify(rccl.replace(":45012:45012", ":45006:45006"), model=False) == []
 
 
+def test_coll_lines_that_disagree_across_a_chunk_boundary_are_found(tmp_path):
+    # a file streams in blocks of C.CHUNK bytes, searched on two threads: rank 0's line of one opCount ends the
+    # first block, rank 1's (another count) opens the second
+    line = ("node1:{p}:{p} [{p}] NCCL INFO AllReduce: opCount {n:x} sendbuff 0x7f5d recvbuff 0x7f5d count {c} "
+            "datatype 7 op 0 root 0 comm 0x55be [nranks=2] stream 0x55bf\n")
+    out, size, n = [], 0, 0
+    while size < C.CHUNK - 4000:
+        pair = line.format(p=0, n=n, c=1024) + line.format(p=1, n=n, c=1024)
+        out.append(pair)
+        size, n = size + len(pair), n + 1
+    last = line.format(p=0, n=n, c=1024)
+    out.append("x" * (C.CHUNK - size - len(last) + 10) + "\n")
+    out += [last, line.format(p=1, n=n, c=2048)] + [line.format(p=p, n=m, c=1024) for m in range(n + 1, n + 9000)
+                                                      for p in (0, 1)]
+    path = tmp_path / "coll.log"
+    path.write_text("".join(out))
+    first = path.read_bytes()[:C.CHUNK]
+    assert last.encode() not in first and last.encode()[:40] in first  # the boundary falls inside rank 0's line
+    top = C.classify_file(path)[0]
+    assert top.category == "collective_mismatch" and f"opCount {n:x}" in top.evidence[0].text, top.evidence
+    assert "count 1024" in top.evidence[0].text and "count 2048" in top.evidence[0].text
+
+
 def test_a_cause_ranked_over_its_louder_timeouts_keeps_its_confidence():
     found = C.classify(train_log("pytorch/pytorch#77030"))
     assert found[0].confidence > found[1].confidence and found[1].category == "collective_timeout"
@@ -313,12 +336,35 @@ def test_nccls_result_trace_names_the_nccl_error_when_no_warn_line_is_shown():
     assert C.classify(frames, model=False) == []
 
 
+RULE_ROWS = C.rule_rows()
+
+
+@pytest.mark.parametrize("row", RULE_ROWS, ids=[r["id"] for r in RULE_ROWS])
+def test_a_rule_matches_its_own_samples(row):
+    # every row of nbhelpers/data/classify_rules.jsonl carries the real text it was written for: the library's own
+    # message (with where it is printed) or a line a user pasted (with the thread); the rule must find each
+    rule = C._table().by_id[row["id"]]
+    assert row["samples"], f"{row['id']} has no sample"
+    for sample in row["samples"]:
+        assert sample.get("where") or sample.get("source"), sample
+        lines = sample["text"].splitlines()
+        assert any(rule.needle in line.lower() and rule.matches(line) and (rule.in_warnings or not C.NOISE.search(line))
+                   for line in lines), sample["text"]
+
+
+def test_rule_ids_are_unique_and_rows_grouped_by_library():
+    ids = [r["id"] for r in RULE_ROWS]
+    assert len(ids) == len(set(ids)) and all(i.startswith(r["library"] + ".") for i, r in zip(ids, RULE_ROWS))
+    libraries = [r["library"] for r in RULE_ROWS if "by_code" not in r["flags"]]
+    assert libraries == sorted(libraries)
+
+
 def test_the_libraries_own_messages_are_named_by_their_rules():
-    # nbhelpers/data/library_messages.jsonl: the failure messages torch, NCCL, gloo, CUDA, the frameworks print, each
-    # with where in their source; the source-derived rules were written from them
-    rows = rows_of(C.MESSAGES)
-    assert len(rows) >= 240 and all(r["category"] in CATEGORIES and r["where"] for r in rows)
-    named = [bool(f) and f[0].category == r["category"] for r in rows for f in [C.classify(r["message"], model=False)]]
+    # the samples printed by torch, NCCL, gloo, CUDA, the frameworks themselves, each with where in their source: the
+    # whole classifier (not only the sample's own rule) names the failure the row says
+    rows = [(r["failure"], s["text"]) for r in RULE_ROWS for s in r["samples"] if s.get("where")]
+    assert len(rows) >= 240
+    named = [bool(f) and f[0].category == failure for failure, text in rows for f in [C.classify(text, model=False)]]
     assert sum(named) / len(named) >= 0.97
 
 

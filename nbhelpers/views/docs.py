@@ -29,20 +29,43 @@ def culprit_rules() -> str:
     return "\n".join(out)
 
 
-def doctor_knows() -> str:
-    """Every failure category the log classifier names, with its explanation and how many rules point at it."""
-    from nbhelpers.diagnosis.categories import CATEGORIES
-    from nbhelpers.diagnosis.classify import RULES
+def _cell(text: str, width: int = 140) -> str:
+    text = " ".join(str(text).split()).replace("|", "\\|")
+    return text if len(text) <= width else text[:width - 3] + "..."
 
-    counts = Counter(r.category for r in RULES)
-    out = ["# What `doctor` knows", "", NOTE.format(src="`nbhelpers/diagnosis/categories.py` and `classify.py`"), "",
-           f"{len(RULES)} rules over {len(counts)} categories. A *consequence* is reported after its cause when "
-           "both are in a log (a watchdog timeout after a rank was killed is reported as the kill).", "",
+
+def doctor_knows() -> str:
+    """Every failure category the log classifier names, with its explanation and how many rules point at it; then
+    every rule, by the library that prints its message, with the message and where it is printed."""
+    from nbhelpers.diagnosis.categories import CATEGORIES
+    from nbhelpers.diagnosis.classify import FLAGS, rule_rows
+
+    rows = rule_rows()
+    counts = Counter(r["failure"] for r in rows)
+    out = ["# What `doctor` knows", "", NOTE.format(src="`nbhelpers/diagnosis/categories.py` and "
+                                                        "`nbhelpers/data/classify_rules.jsonl`"), "",
+           f"{len(rows)} rules over {len(counts)} categories. A *consequence* is reported after its cause when "
+           "both are in a log (a watchdog timeout after a rank was killed is reported as the kill). "
+           "Search this page for your error's words: each rule below shows the message it was written for.", "",
            "| category | title | rules | kind | explanation |", "|---|---|---|---|---|"]
     for name, c in CATEGORIES.items():
-        text = " ".join(c.explanation.split()).replace("|", "\\|")
-        out.append(f"| `{name}` | {c.title} | {counts.get(name, 0)} | {'cause' if c.cause else 'consequence'} | {text} |")
-    return "\n".join(out) + "\n"
+        out.append(f"| `{name}` | {c.title} | {counts.get(name, 0)} | {'cause' if c.cause else 'consequence'} | "
+                   f"{_cell(c.explanation, 1000)} |")
+    out += ["", "## Flags", "", "| flag | rules | meaning |", "|---|---|---|"]
+    flagged = Counter(f for r in rows for f in r["flags"])
+    out += [f"| `{f}` | {flagged.get(f, 0)} | {_cell(why, 1000)} |" for f, why in FLAGS.items()]
+    libraries = Counter(r["library"] for r in rows)
+    out += ["", "## The rules, by the library that prints the message", "",
+            ", ".join(f"{lib} ({n})" for lib, n in sorted(libraries.items())), ""]
+    for lib in sorted(libraries):
+        out += [f"### {lib}", "", "| id | category | weight | message (a real sample) | where it is printed |",
+                "|---|---|---|---|---|"]
+        for r in (r for r in rows if r["library"] == lib):
+            s = (r["samples"] or [{}])[0]
+            out.append(f"| `{r['id']}` | `{r['failure']}` | {r['weight']:g}{''.join(' ' + f for f in r['flags'])} | "
+                       f"{_cell(s.get('text', ''))} | {_cell(s.get('where') or s.get('source') or '', 90)} |")
+        out.append("")
+    return "\n".join(out)
 
 
 PAGES = {"culprit-rules.md": culprit_rules, "doctor-knows.md": doctor_knows}
