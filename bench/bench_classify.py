@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from nbhelpers.diagnosis.classify import classify, classify_file
+from nbhelpers.runtime.learned import classify, classify_file
 
 TITLE = "Log classifier: accuracy per category (dev set, held-out sets) and throughput"
 ROOT = Path(__file__).resolve().parent.parent

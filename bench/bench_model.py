@@ -27,8 +27,7 @@ def blind_labels() -> dict[tuple[str, str], str]:
 def rows(reps: int) -> list[dict]:
     import hashlib
 
-    from nbhelpers.diagnosis.classify import classify
-    from nbhelpers.diagnosis.model import predict
+    from nbhelpers.runtime.learned import classify, predict
 
     data = [json.loads(x) for x in TEST.read_text().splitlines() if x.strip()]
     predict("warm up: load or train the model once")

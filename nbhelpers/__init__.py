@@ -45,8 +45,8 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "Verdict": ("diagnosis.api", "Verdict"),
     "find_culprit": ("diagnosis.culprit", "find_culprit"),
     "parse_log_dir": ("runtime.launcher", "result_from_dir"),
-    "classify": ("diagnosis.classify", "classify"),
-    "classify_file": ("diagnosis.classify", "classify_file"),
+    "classify": ("runtime.learned", "classify"),
+    "classify_file": ("runtime.learned", "classify_file"),
     "classify_logs": ("diagnosis.classify", "classify_logs"),
     "collect_fingerprint": ("runtime.fingerprint", "collect"),
     "fingerprint_table": ("views.tables", "fingerprint_table"),
@@ -173,7 +173,8 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time each name l
     from nbhelpers.diagnosis.flightrec import analyse as fr_report
     from nbhelpers.diagnosis.api import Failure, Rule, Verdict
     from nbhelpers.diagnosis.busbw import bus_factor
-    from nbhelpers.diagnosis.classify import classify, classify_file, classify_logs
+    from nbhelpers.diagnosis.classify import classify_logs
+    from nbhelpers.runtime.learned import classify, classify_file
     from nbhelpers.diagnosis.culprit import find_culprit
     from nbhelpers.diagnosis.nccllog import sample_log as nccl_sample
     from nbhelpers.diagnosis.watchdog import parse_watchdog, slow_or_stuck

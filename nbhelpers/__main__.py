@@ -104,12 +104,8 @@ def doctor_dir(args) -> int:
 
 
 def cmd_doctor(args) -> int:
-    from nbhelpers.diagnosis.classify import (
-        TAIL_BYTES,
-        classify,
-        classify_file,
-        second_opinion,
-    )
+    from nbhelpers.diagnosis.classify import TAIL_BYTES
+    from nbhelpers.runtime.learned import classify, classify_file, second_opinion
 
     if args.fr:
         from nbhelpers.diagnosis.flightrec import fr_main

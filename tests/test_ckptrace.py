@@ -1,6 +1,6 @@
 """The checkpoint race and the rank-0-only collective (a hang after rank 0 loads a checkpoint), reproduced by
 real torchrun worlds."""
-from nbhelpers.diagnosis.classify import classify
+from nbhelpers.runtime.learned import classify
 from nbhelpers.scenarios import ckptrace, torncauses
 
 

@@ -12,6 +12,7 @@ import pytest
 from conftest import SHARED
 
 C = importlib.import_module("nbhelpers.diagnosis.classify")
+learned = importlib.import_module("nbhelpers.runtime.learned")
 from nbhelpers.diagnosis.categories import CATEGORIES, IN_CORPUS
 
 DEV = SHARED / "corpus" / "real_failure_logs.dev.jsonl"
@@ -34,7 +35,7 @@ def dev_rows():
 @needs_dev
 def test_top1_accuracy_on_the_dev_set_and_every_category_recognised():
     rows = dev_rows()
-    hits = {r["id"]: (C.classify(r["log"]) or [None])[0] for r in rows}
+    hits = {r["id"]: (learned.classify(r["log"]) or [None])[0] for r in rows}
     correct = [r for r in rows if hits[r["id"]] and hits[r["id"]].category == r["label"]]
     assert len(correct) / len(rows) >= 0.9, [(r["id"], r["label"], hits[r["id"]]) for r in rows if r not in correct]
     assert {r["label"] for r in correct} == IN_CORPUS
@@ -43,7 +44,7 @@ def test_top1_accuracy_on_the_dev_set_and_every_category_recognised():
 @pytest.mark.parametrize("path", [HELDOUT, FRESH], ids=["heldout", "fresh"])
 def test_top1_accuracy_on_held_out_real_snippets_stays_above_its_floor(path):
     rows = rows_of(path)
-    got = {r["id"]: [f.category for f in C.classify(r["log"])[:2]] for r in rows}
+    got = {r["id"]: [f.category for f in learned.classify(r["log"])[:2]] for r in rows}
     wrong = [(r["id"], r["label"], got[r["id"]]) for r in rows if got[r["id"]][:1] != [r["label"]]]
     assert 1 - len(wrong) / len(rows) >= FLOORS[path], wrong
 
@@ -51,7 +52,7 @@ def test_top1_accuracy_on_held_out_real_snippets_stays_above_its_floor(path):
 def test_every_category_is_recognised_on_the_held_out_snippets():
     rows = rows_of(HELDOUT) + rows_of(FRESH)
     assert {r["label"] for r in rows} == IN_CORPUS
-    found = {r["label"] for r in rows if [f.category for f in C.classify(r["log"])[:1]] == [r["label"]]}
+    found = {r["label"] for r in rows if [f.category for f in learned.classify(r["log"])[:1]] == [r["label"]]}
     assert found == IN_CORPUS, IN_CORPUS - found
 
 
@@ -72,7 +73,7 @@ def test_held_out_snippets_are_well_formed_and_not_in_the_dev_set():
 def test_findings_carry_evidence_explanation_and_remedies_naming_a_notebook():
     dev = dev_rows()
     for r in dev + rows_of(HELDOUT) + rows_of(FRESH):
-        found = C.classify(r["log"])
+        found = learned.classify(r["log"])
         if not found and r not in dev:  # a held-out miss: the accuracy tests count those
             continue
         if not found:  # pytorch/pytorch#74316: c10d's IPv6 warnings and nothing else, as in healthy runs: a hint
@@ -90,10 +91,10 @@ def test_findings_carry_evidence_explanation_and_remedies_naming_a_notebook():
 def test_the_cause_outranks_its_consequences():
     by_id = {r["id"]: r for r in dev_rows()}
     # NCCL wraps a peer's CUDA OOM as an internal error; the OOM is the cause
-    assert C.classify(by_id["NVIDIA/nccl#962"]["log"])[0].category == "oom_in_collective"
+    assert learned.classify(by_id["NVIDIA/nccl#962"]["log"])[0].category == "oom_in_collective"
     # a watchdog timeout on one rank after another rank was SIGKILLed is the kill
     text = by_id["hiyouga/LlamaFactory#7396"]["log"] + "\n" + by_id["lmzpai/roboMamba#10"]["log"]
-    found = [f.category for f in C.classify(text)]
+    found = [f.category for f in learned.classify(text)]
     assert found[0] == "worker_killed" and "collective_timeout" in found
 
 
@@ -102,7 +103,7 @@ def test_streaming_keeps_line_numbers_across_chunk_boundaries(monkeypatch):
     row = next(r for r in dev_rows() if r["id"] == "CompVis/stable-diffusion#93")
     filler = "Epoch 1: 10%|█         | 10/100 [00:01<00:09, 9.5it/s]\n" * 997
     text = filler + row["log"] + "\n" + filler
-    whole = C.classify(text)[0]
+    whole = learned.classify(text)[0]
     monkeypatch.setattr(C, "CHUNK", 4096)
     pieces = (text[i:i + 777] for i in range(0, len(text), 777))
     streamed = C.classify_stream(pieces)[0]
@@ -120,7 +121,7 @@ def test_no_finding_on_healthy_text():
         [vm:0] torch 2.13.0+cpu, backend gloo, world 2
         Epoch 0: 100%|██████████| 50/50 [00:10<00:00, 4.9it/s, loss=0.31]
         """)
-    assert C.classify(healthy) == []
+    assert learned.classify(healthy) == []
 
 
 def test_normal_chatter_near_the_new_rules_is_no_finding():
@@ -134,24 +135,24 @@ def test_normal_chatter_near_the_new_rules_is_no_finding():
         node1:123:123 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB eth0:10.0.0.1<0>
         Epoch 0: 100%|##########| 137/137 [00:10<00:00, 13.7it/s, loss=0.31]
         """)
-    assert C.classify(healthy) == []
+    assert learned.classify(healthy) == []
 
 
 def test_a_barrier_that_keeps_waiting_is_a_rendezvous_timeout():
     line = ("INFO:torch.distributed.distributed_c10d:Waiting in store based barrier to initialize process group for "
             "rank: 0, key: store_based_barrier_key:2 (world_size=8, worker_count=1, timeout=0:30:00)\n")
-    assert C.classify(line * 2) == []
+    assert learned.classify(line * 2) == []
     # one wait per rank is a big job assembling, not a stuck one
-    assert C.classify("".join(line.replace("rank: 0,", f"rank: {r},") for r in range(7))) == []
-    found = C.classify(line * C.STUCK_AFTER)
+    assert learned.classify("".join(line.replace("rank: 0,", f"rank: {r},") for r in range(7))) == []
+    found = learned.classify(line * C.STUCK_AFTER)
     assert found and found[0].category == "rendezvous_timeout"
 
 
 def test_nccls_own_shared_memory_is_not_the_dataloader():
     text = ("gpu2:2143:2561 [1] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device\n"
             "gpu2:2143:2561 [1] NCCL INFO include/shm.h:41 -> 2\n")
-    assert C.classify(text)[0].category == "nccl_system_error"
-    assert C.classify("RuntimeError: unable to write to file </torch_1_2>: No space left on device (28)\n"
+    assert learned.classify(text)[0].category == "nccl_system_error"
+    assert learned.classify("RuntimeError: unable to write to file </torch_1_2>: No space left on device (28)\n"
                       )[0].category == "dataloader_shm"
 
 
@@ -165,12 +166,12 @@ def train_log(thread: str) -> str:
 
 def test_watchdog_timeouts_in_different_operations_at_one_seqnum_are_a_mismatch():
     # pytorch/pytorch#77030: rank 0 in REDUCE, the others in _ALLGATHER_BASE, all at SeqNum=3742816
-    top = C.classify(train_log("pytorch/pytorch#77030"))[0]
+    top = learned.classify(train_log("pytorch/pytorch#77030"))[0]
     assert top.category == "collective_mismatch" and "SeqNum=3742816" in top.evidence[0].text
     assert "REDUCE, _ALLGATHER_BASE" in top.evidence[0].text
     # every rank timing out in the same operation is the plain timeout (a late or dead rank elsewhere)
     same_op = "\n".join(line for line in train_log("pytorch/pytorch#77030").splitlines() if "REDUCE" not in line)
-    assert C.classify(same_op)[0].category == "collective_timeout"
+    assert learned.classify(same_op)[0].category == "collective_timeout"
 
 
 def test_watchdog_timeouts_in_one_operation_with_different_sizes_at_one_seqnum_are_a_mismatch():
@@ -218,21 +219,21 @@ def test_coll_lines_that_disagree_across_a_chunk_boundary_are_found(tmp_path):
     path.write_text("".join(out))
     first = path.read_bytes()[:C.CHUNK]
     assert last.encode() not in first and last.encode()[:40] in first  # the boundary falls inside rank 0's line
-    top = C.classify_file(path)[0]
+    top = learned.classify_file(path)[0]
     assert top.category == "collective_mismatch" and f"opCount {n:x}" in top.evidence[0].text, top.evidence
     assert "count 1024" in top.evidence[0].text and "count 2048" in top.evidence[0].text
 
 
 def test_a_cause_ranked_over_its_louder_timeouts_keeps_its_confidence():
-    found = C.classify(train_log("pytorch/pytorch#77030"))
+    found = learned.classify(train_log("pytorch/pytorch#77030"))
     assert found[0].confidence > found[1].confidence and found[1].category == "collective_timeout"
 
 
 def test_torch_warnings_that_carry_a_real_version_error_count():
     text = ("/usr/local/lib/python3.10/dist-packages/torch/cuda/__init__.py:124: UserWarning: CUDA initialization: The "
             "NVIDIA driver on your system is too old (found version 11000). Please update your GPU driver\n")
-    assert C.classify(text)[0].category == "version_mismatch"
-    assert C.classify("/x/torch/nn/modules/module.py:1: UserWarning: the module is deprecated\n") == []
+    assert learned.classify(text)[0].category == "version_mismatch"
+    assert learned.classify("/x/torch/nn/modules/module.py:1: UserWarning: the module is deprecated\n") == []
 
 
 def test_a_real_port_in_use_message_is_port_in_use():
@@ -244,7 +245,7 @@ def test_a_real_port_in_use_message_is_port_in_use():
                               f"TCPStore('127.0.0.1', {port}, 1, True, timeout=timedelta(seconds=5))"],
                              capture_output=True, text=True, timeout=60)
     assert res.returncode != 0
-    found = C.classify(res.stderr)
+    found = learned.classify(res.stderr)
     assert found and found[0].category == "port_in_use", res.stderr[-800:]
     assert any(str(port) in e.text for e in found[0].evidence)
 
@@ -273,7 +274,7 @@ def test_a_store_that_resets_is_a_rendezvous_failure_shown_by_its_messages_not_i
         log.seek(0)
         err = log.read()
     assert init.returncode != 0 and "frame #" in err, err[-800:]
-    found = C.classify(err)
+    found = learned.classify(err)
     assert found[0].category == "rendezvous_timeout", err[-800:]
     # the C++ stack frames that mention DistNetworkError come after the messages, if at all
     assert not any(e.text.startswith("frame #") for e in found[0].evidence), found[0].evidence
@@ -287,7 +288,7 @@ GLOO_RESET = ("[rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/glo
 
 
 def test_a_peer_that_went_away_is_a_killed_rank_whether_closed_or_reset(tmp_path):
-    assert C.classify(GLOO_RESET)[0].category == "worker_killed"
+    assert learned.classify(GLOO_RESET)[0].category == "worker_killed"
     # the other wording, from real processes: rank 1 is SIGKILLed while rank 0 waits in an all_reduce
     script = tmp_path / "peer.py"
     script.write_text("import os, sys, time, torch, torch.distributed as dist\n"
@@ -307,7 +308,7 @@ def test_a_peer_that_went_away_is_a_killed_rank_whether_closed_or_reset(tmp_path
         peer.kill()
         peer.wait()
     assert res.returncode != 0
-    found = C.classify(res.stderr)
+    found = learned.classify(res.stderr)
     assert found and found[0].category == "worker_killed", res.stderr[-800:]
 
 
@@ -402,7 +403,7 @@ def test_an_nccl_error_trace_counts_where_it_began():
     # the trace starts in a socket (misc/socket.cc -> 2) and passes through net_ib.cc: a socket failure
     assert C.classify(train_log("NVIDIA/nccl#914"), model=False)[0].category == "nccl_system_error"
     # NCCL's IB plugin failing to start without libibverbs ("net_ib.cc:852 -> 3") falls back to sockets: healthy
-    assert C.classify(train_log("pytorch/pytorch#174030")) == []
+    assert learned.classify(train_log("pytorch/pytorch#174030")) == []
 
 
 def test_an_error_pasted_from_a_url_is_read_unescaped():
@@ -434,7 +435,7 @@ def test_a_ranks_own_exception_is_named_over_its_peers_lost_connections():
     assert C.classify_logs(killed)[0].category == "worker_killed"
     # the exception alone (one rank's log pasted), raised in the user's code: the same answer, before any guess of
     # the model's; cut to DataLoader's "Caught ... in DataLoader worker process 0." it is no answer (no own line)
-    assert [f.category for f in C.classify(logs[1])] == ["rank_error"]
+    assert [f.category for f in learned.classify(logs[1])] == ["rank_error"]
     assert C.classify(train_log("pytorch/pytorch#73644"), model=False) == []
 
 
@@ -442,10 +443,10 @@ def test_set_up_lines_worth_a_look_are_hints_not_findings():
     # pytorch/pytorch#50575: a two-node job that hung; its NCCL INFO lines show a docker veth with only an IPv6
     # link-local address next to eno4, and no error line: no finding (a one-host run prints the same), but a hint
     text = train_log("pytorch/pytorch#50575")
-    assert C.classify(text) == []
+    assert learned.classify(text) == []
     (hint,) = C.hints(text)
     assert hint["category"] == "network_interface" and "veth" in hint["evidence"][0] and "SOCKET_IFNAME" in hint["remedy"]
-    assert C.second_opinion(text)["hints"] == [hint]
+    assert learned.second_opinion(text)["hints"] == [hint]
     # next to the socket error they explain, the same lines are the finding, not a hint (horovod/horovod#584)
     text = train_log("horovod/horovod#584")
     assert C.classify(text, model=False)[0].category == "network_interface" and C.hints(text) == []
@@ -478,7 +479,7 @@ def test_ranks_that_never_all_met_are_read_from_the_whole_log():
 def test_c10d_ipv6_warnings_alone_are_a_hint_not_an_interface_failure():
     # facebookresearch/SlowFast#697: IPv6 is off, c10d warns (errno 97) and trains over IPv4
     text = train_log("facebookresearch/SlowFast#697")
-    assert C.classify(text) == []
+    assert learned.classify(text) == []
     (hint,) = C.hints(text)
     assert hint["category"] == "network_interface" and "errno 97" in hint["why"] and "errno: 97" in hint["evidence"][0]
 
@@ -503,7 +504,7 @@ def test_ranks_whose_tracebacks_end_in_different_collectives_after_a_timeout_are
     assert found[0].category == "collective_mismatch", found
     assert "rank 0 in broadcast, rank 1 in all_reduce" in found[0].evidence[0].text and found[0].evidence[0].rank == 0
     # train_finetune.py: rank 0 in a broadcast, rank 1 in backward (DDP's gradient all_reduce)
-    assert "backward (DDP's gradient all_reduce)" in C.classify(paste("user-bcast-rank0"))[0].evidence[0].text
+    assert "backward (DDP's gradient all_reduce)" in learned.classify(paste("user-bcast-rank0"))[0].evidence[0].text
     # a late rank: the one that timed out and the one that lost it afterwards are in the same call: a timeout
     assert C.classify(paste("stall"), model=False)[0].category == "collective_timeout"
 

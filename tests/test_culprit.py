@@ -292,7 +292,8 @@ def test_doctor_on_a_runs_pasted_output_names_the_runs_own_failure(name):
     # one name per failure: the ranks' output as plain torchrun prints it, pasted into `doctor`, gets the failure the
     # supervised run's verdict gives (its culprit rules, exit records and stacks) wherever the text shows it
     from nbhelpers.diagnosis.categories import run_failure
-    from nbhelpers.diagnosis.classify import classify, classify_logs
+    from nbhelpers.diagnosis.classify import classify_logs
+    from nbhelpers.runtime.learned import classify
 
     ev, meta = evidence(name)
     v = C.find_culprit(ev.views, ev.status, torchrun_log=ev.torchrun_log, sources=ev.sources, record=ev.record)
@@ -603,7 +604,7 @@ def test_a_timeout_under_a_second_is_the_fault_not_the_rank_still_busy():
 
 def test_a_pasted_log_that_gave_up_within_a_second_gets_the_same_advice_first():
     # the same run's output pasted into doctor: one verdict, one remedy table
-    from nbhelpers.diagnosis.classify import classify
+    from nbhelpers.runtime.learned import classify
 
     ev, _ = evidence("user-short-timeout")
     pasted = classify("\n".join(v.log for v in ev.views))[0]

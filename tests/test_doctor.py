@@ -18,7 +18,7 @@ def test_findings_views_of_nothing_and_of_findings():
     assert "No known failure" in findings_html([])
     interfaces = "h:1:1 [0] NCCL INFO Bootstrap : Using [0]eno4:10.3.68.117<0> [1]veth9:fe80::a86b%veth9<0>\n"
     assert "Worth a look" in findings_html([], text=interfaces) and "veth9" in findings_html([], text=interfaces)
-    from nbhelpers.diagnosis.classify import classify
+    from nbhelpers.runtime.learned import classify
 
     f = classify("RuntimeError: The server socket has failed to listen on any local network address. "
                  "port: 29500, useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use")

@@ -103,7 +103,6 @@ def test_the_cycle_check_sees_a_cycle():
 IMPURE = ("pandas", "plotly", "subprocess", "psutil", "torch", "sklearn", "ipywidgets")
 STILL_IMPURE = {
     ("flightrec", "torch"): "torch's own Flight Recorder matcher (components.builder), pure functions over records",
-    ("model", "sklearn"): "the learned second opinion, fitted and cached on first use (to move to runtime/)",
 }
 
 

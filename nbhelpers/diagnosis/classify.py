@@ -25,6 +25,7 @@ from typing import Iterable, Iterator
 from nbhelpers.diagnosis.api import Failure
 from nbhelpers.diagnosis.api import Rule as CulpritRule  # classify's own Rule is a row of its rule table
 from nbhelpers.diagnosis.categories import CATEGORIES, CONSEQUENCE
+from nbhelpers.diagnosis.model import MIN_CONFIDENCE, MIN_FAILURE, SecondOpinion, error_lines, hard_errors
 from nbhelpers.diagnosis.remedies import REMEDIES
 from nbhelpers.diagnosis.watchdog import SHORT_TIMEOUT_MS, timeout_ms
 
@@ -570,18 +571,18 @@ def _chunks(source: Iterable[str | bytes]) -> Iterator[bytes]:
         yield rest if rest.endswith(b"\n") else rest + b"\n"
 
 
-def classify_stream(source: Iterable[str | bytes], model: bool = True) -> list[Finding]:
+def classify_stream(source: Iterable[str | bytes], model: SecondOpinion | None = None) -> list[Finding]:
     """Classify text arriving in pieces (str or UTF-8 bytes); memory stays bounded by the chunk size.
     With ``model``, the learned second opinion answers when no rule fires."""
     return _classify_chunks(_chunks(source), model)
 
 
-def _classify_chunks(chunks: Iterable[bytes], model: bool) -> list[Finding]:
+def _classify_chunks(chunks: Iterable[bytes], model: SecondOpinion | None) -> list[Finding]:
     st = _State()
     for chunk, needles, lines in _searched(chunks):
         _scan(chunk, st.lines, st, needles, lines)
         st.tail = (st.tail + chunk[-TAIL_BYTES:])[-TAIL_BYTES:]
-    return _findings(st) or (_second_opinion(st) if model else [])
+    return _findings(st) or (_second_opinion(st, model) if model else [])
 
 
 def _searched(chunks: Iterable[bytes]) -> Iterator[tuple[bytes, list, int]]:
@@ -606,17 +607,15 @@ def _searched(chunks: Iterable[bytes]) -> Iterator[tuple[bytes, list, int]]:
             yield ahead.popleft().result()
 
 
-def _second_opinion(st: _State) -> list[Finding]:
+def _second_opinion(st: _State, model: SecondOpinion) -> list[Finding]:
     """No rule fired: the learned model's top label, when it is a failure and confident enough."""
-    from nbhelpers.diagnosis import model
-
     text, first = st.tail_text()
-    if not model.hard_errors(text):  # info and warning chatter is never a failure by itself
+    if not hard_errors(text):  # info and warning chatter is never a failure by itself
         return []
     label, p = model.predict(text, 1)[0]
-    if label == "healthy" or p < model.MIN_CONFIDENCE or model.failure_probability(text) < model.MIN_FAILURE:
+    if label == "healthy" or p < MIN_CONFIDENCE or model.failure_probability(text) < MIN_FAILURE:
         return []
-    lines = model.error_lines(text, MAX_EVIDENCE)
+    lines = error_lines(text, MAX_EVIDENCE)
     numbered = {ln: i for i, ln in enumerate(text.splitlines(), first)}
     ev = [Evidence(next((n for t, n in numbered.items() if ln in t), st.lines), ln) for ln in lines]
     return [Finding(label, p, 0.0, ev, by="model")]
@@ -653,16 +652,14 @@ def hints(text: str) -> list[dict]:
             for c, h in st.hits.items() if c not in found and all(r.context or r.hint for r in h)]
 
 
-def second_opinion(text: str) -> dict:
+def second_opinion(text: str, model: SecondOpinion) -> dict:
     """What to say when nothing is confident: the model's two likeliest labels with their probabilities, the
     lines that look like the error, the closest known cases (id, source, label), set-up lines worth a look
     (:func:`hints`), and what to run next (first what to try if the likeliest label is right)."""
-    from nbhelpers.diagnosis import model
-
     top2 = model.predict(text, 2)
     likely = [f"if it is {CATEGORIES[c].title.lower()} ({p:.2f}): {CATEGORIES[c].remedies[0]}"
               for c, p in top2[:1] if c in CATEGORIES]
-    return {"top2": top2, "error_lines": model.error_lines(text), "closest": model.closest(text),
+    return {"top2": top2, "error_lines": error_lines(text), "closest": model.closest(text),
             "hints": hints(text),
             "next": likely + ["python -m nbhelpers run --nproc N train.py: the culprit rank and line from a real run "
                               "(notebook 06)", "the staged probe on the same nodes: which stage fails (notebook 01)",
@@ -670,13 +667,15 @@ def second_opinion(text: str) -> dict:
                               "NCCL_DEBUG=INFO for NCCL errors (notebook 02)"]}
 
 
-def classify(text: str, model: bool = True) -> list[Finding]:
+def classify(text: str, model: SecondOpinion | None = None) -> list[Finding]:
+    """The findings in ``text``, best first; with ``model`` (:mod:`nbhelpers.runtime.learned`), it answers where no
+    rule fires."""
     return classify_stream([text], model)
 
 
-def classify_file(path: str | os.PathLike) -> list[Finding]:
+def classify_file(path: str | os.PathLike, model: SecondOpinion | None = None) -> list[Finding]:
     with open(path, "rb") as fh:
-        return _classify_chunks(_file_chunks(fh), True)
+        return _classify_chunks(_file_chunks(fh), model)
 
 
 def _file_chunks(fh) -> Iterator[bytes]:
@@ -687,7 +686,7 @@ def _file_chunks(fh) -> Iterator[bytes]:
         yield data if data.endswith(b"\n") else data + b"\n"
 
 
-def classify_logs(logs: dict[int, str], extra: str = "", model: bool = False) -> list[Finding]:
+def classify_logs(logs: dict[int, str], extra: str = "", model: SecondOpinion | None = None) -> list[Finding]:
     """Classify per-rank logs together (each line tagged with its rank), plus e.g. torchrun's own log.  The rules
     only, by default: a run the workbook watched has its culprit rules, which read more than the text."""
     buf = io.StringIO()

@@ -1,25 +1,21 @@
-"""A second opinion where no rule fires: a model learned from real failure logs people pasted.
+"""What the learned second opinion reads, and when it may answer: pure functions over text.
 
-TF-IDF of character n-grams over a snippet's error lines, and a logistic regression over them
-(scikit-learn), trained at first use from the training split shipped with the package
-(``nbhelpers/data/corpus/train.jsonl``: real snippets from public threads, each with its source and the
-label its thread concluded, "healthy" for output with no failure).  Training takes a few seconds once per
-machine; the fitted model is cached (~/.cache/nbhelpers, keyed by the training split and scikit-learn's
-version), so later uses load it in milliseconds.  The rules stay first where they fire; the model answers only when they are silent,
-only above :data:`MIN_CONFIDENCE`, and only when a second model (failure or not, learned from the same snippets) is
-sure above :data:`MIN_FAILURE` that the text shows a failure at all.  When nothing is confident, :func:`closest` and
-:func:`error_lines` still say which lines look like the error and which known cases read alike.
+The model itself (TF-IDF of character n-grams over a snippet's error lines and a logistic regression, trained
+from ``nbhelpers/data/corpus/train.jsonl``: real snippets from public threads, each with its source and the label
+its thread concluded, "healthy" for output with no failure) is fitted and cached on the machine by
+:mod:`nbhelpers.runtime.learned`, which the classifier is handed as its :class:`SecondOpinion`.  The rules stay first
+where they fire; the model answers only when they are silent, only above :data:`MIN_CONFIDENCE`, and only when a
+second model (failure or not, learned from the same snippets) is sure above :data:`MIN_FAILURE` that the text shows
+a failure at all.  When nothing is confident, its closest cases and :func:`error_lines` still say which lines look
+like the error and which known cases read alike.
 """
 from __future__ import annotations
 
-import json
-import os
 import re
-from functools import lru_cache
 from pathlib import Path
+from typing import Protocol
 
-__all__ = ["predict", "failure_probability", "closest", "error_lines", "hard_errors", "MIN_CONFIDENCE", "MIN_FAILURE",
-           "TRAIN"]
+__all__ = ["SecondOpinion", "features", "error_lines", "hard_errors", "MIN_CONFIDENCE", "MIN_FAILURE", "TRAIN", "FIT"]
 
 TRAIN = Path(__file__).resolve().parent.parent / "data" / "corpus" / "train.jsonl"
 # The thresholds, from grouped 5-fold CV on the training split (folds by project; 1209 snippets, 174 healthy), the
@@ -69,77 +65,17 @@ def hard_errors(text: str) -> list[str]:
     return [ln for ln in error_lines(text, 40) if HARD.search(ln) and not MILD.search(ln)]
 
 
-def _features(text: str) -> str:
+def features(text: str) -> str:
+    """What the model reads of ``text``: its error lines, else its last 3000 characters."""
     lines = error_lines(text, 40)
     return "\n".join(lines) if lines else text[-3000:]
 
 
-def _cache_file() -> Path:
-    import hashlib
+class SecondOpinion(Protocol):
+    """What the classifier asks of a learned model (:mod:`nbhelpers.runtime.learned` is one)."""
 
-    import sklearn
+    def predict(self, text: str, k: int = 2) -> list[tuple[str, float]]: ...
 
-    key = hashlib.sha256(TRAIN.read_bytes() + f"{sklearn.__version__} {FIT}".encode()).hexdigest()[:16]
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return root / "nbhelpers" / f"model-{key}.pkl"
+    def failure_probability(self, text: str) -> float: ...
 
-
-@lru_cache(maxsize=1)
-def _model():
-    """The fitted model: from the cache when this training split and scikit-learn version trained it before
-    (a few ms), else trained now (a few seconds) and cached (best effort)."""
-    import pickle
-
-    cache = _cache_file()
-    try:
-        return pickle.loads(cache.read_bytes())
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
-        pass
-    fitted = _fit()
-    try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(pickle.dumps(fitted))
-        os.replace(tmp, cache)
-    except OSError:
-        pass
-    return fitted
-
-
-def _fit():
-    from sklearn.feature_extraction.text import TfidfVectorizer
-    from sklearn.linear_model import LogisticRegression
-
-    rows = [json.loads(x) for x in TRAIN.read_text().splitlines() if x.strip()]
-    docs = [_features(r["log"]) for r in rows]
-    # chosen by 5-fold cross-validation grouped by project on the training split (tests/data/build_corpus.py)
-    vec = TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5), min_df=2, sublinear_tf=True, lowercase=True,
-                          max_features=60000)
-    X = vec.fit_transform(docs)
-    clf = LogisticRegression(C=20.0, max_iter=3000, class_weight="balanced")
-    clf.fit(X, [r["label"] for r in rows])
-    gate = LogisticRegression(C=20.0, max_iter=3000, class_weight="balanced")
-    gate.fit(X, [r["label"] != "healthy" for r in rows])
-    return vec, clf, rows, X, gate
-
-
-def predict(text: str, k: int = 2) -> list[tuple[str, float]]:
-    """The model's ``k`` likeliest labels for ``text`` with their probabilities ("healthy": no failure)."""
-    vec, clf, *_ = _model()
-    probs = clf.predict_proba(vec.transform([_features(text)]))[0]
-    order = probs.argsort()[::-1][:k]
-    return [(str(clf.classes_[i]), float(probs[i])) for i in order]
-
-
-def failure_probability(text: str) -> float:
-    """How sure the failure-or-not model is that ``text`` shows a failure (any category)."""
-    vec, *_, gate = _model()
-    return float(gate.predict_proba(vec.transform([_features(text)]))[0][list(gate.classes_).index(True)])
-
-
-def closest(text: str, k: int = 3) -> list[dict]:
-    """The ``k`` known cases whose error lines read most like ``text``: id, source, label, similarity."""
-    vec, _, rows, X, _ = _model()
-    sims = (X @ vec.transform([_features(text)]).T).toarray().ravel()
-    return [{"id": rows[i]["id"], "source": rows[i]["source"], "label": rows[i]["label"],
-             "similarity": round(float(sims[i]), 2)} for i in sims.argsort()[::-1][:k] if sims[i] > 0]
+    def closest(self, text: str, k: int = 3) -> list[dict]: ...

@@ -252,7 +252,7 @@ def evidence_lines(finding, traceback_lines: list[str]) -> list[str]:
 def build_summary(entries: list[dict], nbs: list, *, started: str, gpus: int | None = None,
                   parameters: dict | None = None) -> dict:
     """summary.json: fingerprint, each notebook's status, failure location, records, timings; incidents first."""
-    from nbhelpers.diagnosis.classify import classify, second_opinion
+    from nbhelpers.runtime.learned import classify, second_opinion
     from nbhelpers.runtime.fingerprint import collect
 
     try:

@@ -75,7 +75,7 @@ def error_table(res: RunResult):
     """The distinct errors the torn reads raised (type, first line), how often, and their category."""
     import pandas as pd
 
-    from nbhelpers.diagnosis.classify import classify
+    from nbhelpers.runtime.learned import classify
 
     rows: dict[tuple, dict] = {}
     for e in res.events:

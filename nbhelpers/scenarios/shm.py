@@ -22,7 +22,7 @@ def shm_dataloader(shm_mb: int = 1, batch_size: int | None = 4, *, workers: int 
     ``loader_timeout`` is the DataLoader's own ``timeout``: it also bounds the workers' start and first batch,
     so it is long unless the hang itself is the demonstration (``batch_size=None``): a short one would turn a
     slow machine's start into a timeout and hide the shared-memory error."""
-    from nbhelpers.diagnosis.classify import classify
+    from nbhelpers.runtime.learned import classify
     from nbhelpers.runtime.launcher import run_one
     from nbhelpers.runtime.sandbox import private_mount_unavailable, tmpfs_prefix
 

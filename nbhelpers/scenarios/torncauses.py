@@ -16,7 +16,7 @@ from nbhelpers.runtime.launcher import runs_dir
 
 
 def _category(text: str | None) -> str | None:
-    from nbhelpers.diagnosis.classify import classify
+    from nbhelpers.runtime.learned import classify
 
     found = classify(text or "")
     return found[0].category if found else None

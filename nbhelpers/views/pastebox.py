@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import html
 
-from nbhelpers.diagnosis.classify import Finding, classify, second_opinion
+from nbhelpers.diagnosis.classify import Finding
+from nbhelpers.runtime.learned import classify, second_opinion
 
 
 def findings_table(findings: list[Finding]):

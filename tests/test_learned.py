@@ -6,7 +6,8 @@ import pytest
 from conftest import SHARED
 
 from nbhelpers.diagnosis import model
-from nbhelpers.diagnosis.classify import classify, second_opinion
+from nbhelpers.runtime import learned
+from nbhelpers.runtime.learned import classify, second_opinion
 
 TEST = Path(__file__).resolve().parent / "data" / "corpus_test.jsonl"
 
@@ -64,11 +65,11 @@ def test_no_silence_the_error_lines_and_closest_cases_when_nothing_is_confident(
 
 def test_the_fitted_model_is_cached_under_its_key(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    model._model.cache_clear()
+    learned._model.cache_clear()
     try:
-        label, p = model.predict("NCCL WARN Connect to 10.0.0.2<43211> failed : No route to host", 1)[0]
+        label, p = learned.predict("NCCL WARN Connect to 10.0.0.2<43211> failed : No route to host", 1)[0]
         assert (tmp_path / "nbhelpers").is_dir() and list((tmp_path / "nbhelpers").glob("model-*.pkl"))
-        model._model.cache_clear()
-        assert model.predict("NCCL WARN Connect to 10.0.0.2<43211> failed : No route to host", 1)[0] == (label, p)
+        learned._model.cache_clear()
+        assert learned.predict("NCCL WARN Connect to 10.0.0.2<43211> failed : No route to host", 1)[0] == (label, p)
     finally:
-        model._model.cache_clear()
+        learned._model.cache_clear()
