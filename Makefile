@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 BUSY   ?= 0
 BESIDE := $(if $(filter-out 0,$(BUSY)),$(BIN)/python bench/busy.py $(BUSY) --,)
 
-.PHONY: setup sysdeps run test lab docs bench clean
+.PHONY: setup sysdeps run test test-unit test-integration lab docs bench clean
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
@@ -37,6 +37,13 @@ run: setup            ## execute the notebooks headless; executed copies + repor
 TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print(min(3, len(os.sched_getaffinity(0)) + 1))")
 test: setup           ## unit tests and every notebook under nbval, on up to 3 workers
 	$(BESIDE) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=12 \
+		--nbval-lax --nbval-cell-timeout=600 -p no:cacheprovider tests notebooks $(PYTEST_ARGS)
+
+test-unit: setup      ## the pure tests alone: no process started, about a minute
+	$(BIN)/python -m pytest -m unit -n $(TEST_WORKERS) --dist loadfile -p no:cacheprovider tests $(PYTEST_ARGS)
+
+test-integration: setup  ## the tests that start real processes, and the notebooks
+	$(BESIDE) $(BIN)/python -m pytest -m integration -n $(TEST_WORKERS) --dist loadfile --durations=12 \
 		--nbval-lax --nbval-cell-timeout=600 -p no:cacheprovider tests notebooks $(PYTEST_ARGS)
 
 lab: setup            ## JupyterLab on notebooks/ with this venv as the kernel

@@ -36,6 +36,30 @@ def runs_dir(tmp_path, monkeypatch):
     assert not left, f"processes left behind: {[p.cmdline() for p in left if p.is_running()]}"
 
 
+# Unit tests are pure: they start no process and run in seconds (`make test-unit`, `pytest -m unit`).  A test that
+# starts processes (torchrun worlds, the CLI, py-spy, ip/tc) says so with @pytest.mark.integration (a whole module:
+# `pytestmark = pytest.mark.integration`); every other test is marked unit here, and a unit test that starts a
+# process fails saying so.  The notebooks are integration tests.
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.suffix == ".ipynb":
+            item.add_marker("integration")
+        elif item.get_closest_marker("integration") is None:
+            item.add_marker("unit")
+
+
+@pytest.fixture(autouse=True)
+def _a_unit_test_starts_no_process(request, monkeypatch):
+    if request.node.get_closest_marker("unit") is not None:
+        import subprocess
+
+        def refuse(self, *args, **kwargs):
+            raise AssertionError(f"{request.node.nodeid}: a unit test started a process; mark it "
+                                 "@pytest.mark.integration (tests/conftest.py)")
+
+        monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse)
+
+
 @pytest.fixture
 def python():
     return sys.executable

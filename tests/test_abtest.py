@@ -19,6 +19,7 @@ def test_bad_configs_are_refused_before_any_launch(runs_dir):
         ab_test([Config("a", {}, 5)])
 
 
+@pytest.mark.integration
 def test_detail_turns_the_mismatch_abort_into_an_error_naming_the_shapes(runs_dir):
     ab = ab_test([Config("OFF", {"TORCH_DISTRIBUTED_DEBUG": "OFF"}, 5),
                   Config("DETAIL", {"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}, 5)],
@@ -35,6 +36,7 @@ def test_detail_turns_the_mismatch_abort_into_an_error_naming_the_shapes(runs_di
     assert "Tensor shapes: 524288vs 262144" in detail_logs.replace("Tensor Tensor", "Tensor")
 
 
+@pytest.mark.integration
 def test_process_group_timeout_sets_time_to_failure_of_a_stalled_rank(runs_dir):
     ab = ab_test([Config("2s", {}, 2), Config("4s", {}, 4)], target="probe",
                  args=[*PROBE_SMALL, "--fault", "stall", "--stall", "20"], repeats=1, quiet=True)
@@ -45,6 +47,7 @@ def test_process_group_timeout_sets_time_to_failure_of_a_stalled_rank(runs_dir):
     assert "Timed out waiting 2000ms" in t.loc["2s", "first error"]
 
 
+@pytest.mark.integration
 def test_bench_interface_and_threads(runs_dir):
     configs = [Config("lo-omp1", {"GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}, 10),
                Config("lo-omp2", {"GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "2"}, 10),

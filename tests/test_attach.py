@@ -48,6 +48,7 @@ def stop_job(job: subprocess.Popen) -> None:
     job.wait()
 
 
+@pytest.mark.integration
 def test_attach_names_the_rank_of_a_hung_job_and_leaves_it_running(hung_job, tmp_path):
     # the job starts, trains 24 steps, then hangs: --wait looks again every second until a rank stands out
     out = cli(str(hung_job.pid), "--json", "--wait", "60", timeout=120)
@@ -72,6 +73,7 @@ def test_attach_names_the_rank_of_a_hung_job_and_leaves_it_running(hung_job, tmp
     assert out.returncode == 1 and "culprit: rank 1" in out.stdout, out.stdout
 
 
+@pytest.mark.integration
 def test_attach_to_a_process_that_is_no_job_says_so_in_one_line():
     out = cli(str(os.getpid()))
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and out.stderr.startswith("error: "), out.stderr
@@ -110,6 +112,7 @@ def test_a_rank_still_importing_is_starting_not_a_straggler_to_wait_for():
     assert "still starting" in starting.text() and starting.to_dict()["starting"] is True
 
 
+@pytest.mark.integration
 def test_profile_names_the_rank_a_slow_job_waits_for_and_leaves_it_running(tmp_path):
     """A DDP job started with plain torchrun, running but slowly (rank 1's shard needs 8x the preprocessing):
     attach --profile samples it, names rank 1 and its line, and the job goes on; two nodes' outputs merge."""
@@ -139,6 +142,7 @@ def test_profile_names_the_rank_a_slow_job_waits_for_and_leaves_it_running(tmp_p
         log.close()
 
 
+@pytest.mark.integration
 def test_attach_all_gives_each_job_on_the_node_its_own_verdict(hung_job, tmp_path):
     """Two jobs on one machine, both started with plain torchrun: the hung DDP job and a healthy one. --all
     reports two jobs of two ranks each (not one world of four whose ranks 0 and 1 collide), names rank 1 in the
@@ -180,6 +184,7 @@ def test_attach_all_gives_each_job_on_the_node_its_own_verdict(hung_job, tmp_pat
         log.close()
 
 
+@pytest.mark.integration
 def test_attach_to_a_job_run_started_reads_its_ranks_collective_records(tmp_path):
     """The same hung job started by `python -m nbhelpers run` (no hang watch stop: it runs until its timeout): attach
     finds the run's folder in the ranks' environment, asks their rank shims for their collective records while

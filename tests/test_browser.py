@@ -184,6 +184,7 @@ ALL_PROMPTS_NUMBERED = """() => {
 }"""
 
 
+@pytest.mark.integration
 def test_lab_runs_notebook_01_with_widgets_and_chart_then_exports_a_report(browser, lab):
     url, root, tmp = lab
     ctx = browser.new_context(viewport={"width": 1400, "height": 1000})

@@ -82,6 +82,7 @@ def test_resaving_a_step_keeps_it_loadable(tmp_path):
     assert mgr.load_latest()[0]["step"] == 8
 
 
+@pytest.mark.integration
 def test_stale_temps_are_removed_live_ones_kept(tmp_path):
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead_pid = int(dead.stdout)
@@ -103,6 +104,7 @@ def test_stale_temps_are_removed_live_ones_kept(tmp_path):
         live.wait()
 
 
+@pytest.mark.integration
 def test_sigkill_mid_save_never_loses_the_latest(runs_dir):
     df = sigkill_test(kills=20, size_mb=4, mode="safe", quiet=True)
     s = df.summary
@@ -113,6 +115,7 @@ def test_sigkill_mid_save_never_loses_the_latest(runs_dir):
     assert (df["loaded step"] >= df["last acked step"].fillna(0)).all()
 
 
+@pytest.mark.integration
 def test_plain_torch_save_does_lose_it(runs_dir):
     df = sigkill_test(kills=6, size_mb=2, mode="plain", quiet=True)
     assert df.summary["unloadable"] >= 1, df

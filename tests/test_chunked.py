@@ -27,6 +27,7 @@ def test_peak_rss_sees_an_allocation():
     assert mem.extra_bytes > 16 << 20
 
 
+@pytest.mark.integration
 def test_chunked_matches_whole_and_is_measured(runs_dir):
     table = compare_chunking(4, (1,), reps=2, live=False)
     assert list(table.index) == ["whole", "chunked 1 MiB"]
@@ -35,6 +36,7 @@ def test_chunked_matches_whole_and_is_measured(runs_dir):
     assert (table["median ms"] > 0).all() and table.loc["whole", "time / whole"] == 1.0
 
 
+@pytest.mark.integration
 def test_a_missing_rank_hangs_the_first_chunk_until_its_bound(runs_dir):
     res = missing_rank(4, 1, chunk_timeout=2, stall=60, live=False)
     assert res.status == "failed" and res.culprit == 1, res.verdict

@@ -1,9 +1,12 @@
 """The checkpoint race and the rank-0-only collective (a hang after rank 0 loads a checkpoint), reproduced by
 real torchrun worlds."""
+import pytest
+
 from nbhelpers.runtime.learned import classify
 from nbhelpers.scenarios import ckptrace, torncauses
 
 
+@pytest.mark.integration
 def test_racy_fails_and_every_fix_holds_in_the_same_run(runs_dir):
     res = ckptrace.race(size_mb=30, trials=3)
     assert res.ok, res.verdict
@@ -23,6 +26,7 @@ def test_racy_fails_and_every_fix_holds_in_the_same_run(runs_dir):
     assert row["verdict"] == "being written" and row["category"] == "checkpoint_corrupt", row
 
 
+@pytest.mark.integration
 def test_rank0_only_collective_names_rank0(runs_dir):
     res = ckptrace.rank0_collective(timeout=3)
     assert res.status == "failed"

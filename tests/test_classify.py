@@ -236,6 +236,7 @@ def test_torch_warnings_that_carry_a_real_version_error_count():
     assert learned.classify("/x/torch/nn/modules/module.py:1: UserWarning: the module is deprecated\n") == []
 
 
+@pytest.mark.integration
 def test_a_real_port_in_use_message_is_port_in_use():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -250,6 +251,7 @@ def test_a_real_port_in_use_message_is_port_in_use():
     assert any(str(port) in e.text for e in found[0].evidence)
 
 
+@pytest.mark.integration
 def test_a_store_that_resets_is_a_rendezvous_failure_shown_by_its_messages_not_its_stack_frames(tmp_path):
     # a real rank joining a "store" that accepts and resets every connection (a port that something else answers)
     with socket.socket() as s, open(tmp_path / "rank1.err", "w+") as log:
@@ -287,6 +289,7 @@ GLOO_RESET = ("[rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/glo
               "in the application. Check the logs of the remote worker before reporting an error. GLHF! \U0001f3d6\ufe0f\n")
 
 
+@pytest.mark.integration
 def test_a_peer_that_went_away_is_a_killed_rank_whether_closed_or_reset(tmp_path):
     assert learned.classify(GLOO_RESET)[0].category == "worker_killed"
     # the other wording, from real processes: rank 1 is SIGKILLed while rank 0 waits in an all_reduce
@@ -556,6 +559,7 @@ SPAWN_ABORT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.integration
 def test_a_child_of_mp_spawn_killed_by_a_signal_is_a_killed_rank(tmp_path):
     """torch.multiprocessing.spawn's own report of a child that died of SIGABRT, printed by a real run (it was
     named a version mismatch in a user's log)."""
@@ -566,6 +570,7 @@ def test_a_child_of_mp_spawn_killed_by_a_signal_is_a_killed_rank(tmp_path):
     assert top.category == "worker_killed" and "SIGABRT" in top.evidence[0].text, top
 
 
+@pytest.mark.integration
 def test_pythons_own_segfault_report_is_a_killed_rank():
     """CPython's faulthandler banner, printed by a real crash."""
     out = subprocess.run([sys.executable, "-X", "faulthandler", "-c", "import ctypes; ctypes.string_at(0)"],

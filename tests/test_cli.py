@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from conftest import SHARED
 
+pytestmark = pytest.mark.integration  # its tests start real processes
+
 DEV = SHARED / "corpus" / "real_failure_logs.dev.jsonl"
 
 

@@ -66,6 +66,7 @@ def test_a_rank_that_is_merely_behind_is_no_desync():
     assert find_culprit(views, "timeout", stop_time=10).kind != "desync"
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", ["skip", "rank0-only"])
 def test_desync_scenarios_name_the_guilty_rank(runs_dir, name):
     res = desync_scenario(name, nproc=3, timeout=2, live=False)
@@ -75,6 +76,7 @@ def test_desync_scenarios_name_the_guilty_rank(runs_dir, name):
     assert list(seq.index) == [0, 1, 2] and seq.shape[1] >= 4
 
 
+@pytest.mark.integration
 def test_timeouts_measured(runs_dir):
     t = timeouts(pg_timeout=2.5, wait_timeout=0.8, monitored_timeout=1.0, alarm=0.5, live=False)
     took = t["control back after s"]

@@ -1,8 +1,11 @@
 """The paste box, driven as a user would: type text, click Diagnose, read the answer."""
+import pytest
+
 from nbhelpers.scenarios.probe import probe
 from nbhelpers.views.pastebox import findings_html, findings_table, paste_box
 
 
+@pytest.mark.integration
 def test_paste_box_diagnoses_real_log_text(runs_dir):
     res = probe(2, timeout=3, size_mb=1, fault="never-join", stall=60, live=False)
     box = paste_box()

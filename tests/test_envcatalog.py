@@ -144,6 +144,7 @@ def test_the_catalog_as_a_table():
     assert frame.set_index("name").loc["NCCL_BLOCKING_WAIT", "deprecated_alias_of"] == "TORCH_NCCL_BLOCKING_WAIT"
 
 
+@pytest.mark.integration
 def test_import_pulls_in_neither_torch_nor_pandas():
     code = ("import sys, nbhelpers.diagnosis.envcatalog, nbhelpers.diagnosis.lint; "
             "print('torch' in sys.modules, 'pandas' in sys.modules)")

@@ -118,6 +118,7 @@ def test_attempts_table_goes_through_the_same_checks(ed):
     assert ed.env == {"NCCL_DEBUG": "WARN"} and ed.timeout_s == 20
 
 
+@pytest.mark.integration
 def test_launch_button_runs_a_checked_config_for_real(runs_dir):
     ed = EnvEditor(interfaces=IFACES, worker="allreduce_bench", timeout_s=10)
     type_and_set(ed, "GLOO_SOCKET_IFNAME", "lo")

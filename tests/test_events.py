@@ -1,4 +1,5 @@
 import subprocess
+import pytest
 import sys
 
 from nbhelpers.runtime.events import MARKER, parse_line, parse_lines, stage_rows
@@ -23,6 +24,7 @@ def run_rank_program():
     return res.stdout.splitlines()
 
 
+@pytest.mark.integration
 def test_stage_events_round_trip_through_a_real_process():
     lines = run_rank_program()
     events = parse_lines(lines)
@@ -42,6 +44,7 @@ def test_parse_line_tolerates_prefixes_and_rejects_garbage():
     assert parse_line(MARKER + "[1, 2]") is None
 
 
+@pytest.mark.integration
 def test_stage_rows_keep_the_last_status_per_rank_and_stage():
     df = stage_rows(parse_lines(run_rank_program()))
     assert list(df["stage"]) == ["one", "two"]
@@ -51,6 +54,7 @@ def test_stage_rows_keep_the_last_status_per_rank_and_stage():
     assert list(df.columns) == ["rank", "host", "stage", "status", "start", "end", "seconds", "error"]
 
 
+@pytest.mark.integration
 def test_stage_rows_of_a_rank_still_running_have_no_end():
     events = parse_lines(run_rank_program())[:3]  # "two" has started, not ended
     df = stage_rows(events)

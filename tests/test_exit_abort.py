@@ -1,7 +1,10 @@
 """workers.exit_abort for real: a job whose every step ran fails because rank 0 never destroyed its group."""
+import pytest
+
 from nbhelpers.runtime.launcher import launch
 
 
+@pytest.mark.integration
 def test_a_rank_that_ends_without_destroy_aborts_in_shutdown_and_is_named_for_it(runs_dir):
     res = launch("exit_abort", nproc=2, timeout=90, live=False)
     assert res.status == "failed", res.verdict
@@ -16,6 +19,7 @@ def test_a_rank_that_ends_without_destroy_aborts_in_shutdown_and_is_named_for_it
     assert any("destroy_process_group" in r for r in top.remedies)
 
 
+@pytest.mark.integration
 def test_waiting_on_the_work_and_destroying_the_group_ends_cleanly(runs_dir):
     res = launch("exit_abort", ["--destroy"], nproc=2, timeout=90, live=False)
     assert res.ok, res.verdict

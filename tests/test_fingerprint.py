@@ -1,4 +1,5 @@
 import json
+import pytest
 import os
 import subprocess
 import sys
@@ -49,6 +50,7 @@ def test_ifname_syntax_matches_nccls_rules():
     assert nccl_would_pick(ifaces, {"NCCL_SOCKET_IFNAME": "bond"}).startswith("none matches")
 
 
+@pytest.mark.integration
 def test_fingerprint_is_the_probes_first_stage_output():
     env = dict(os.environ, RANK="0", NCCL_IB_PASSWORD="zz_secret_value")
     out = subprocess.run([sys.executable, "-c", "from nbhelpers.runtime.events import stage\nfrom nbhelpers.runtime.fingerprint import collect\n"

@@ -177,6 +177,7 @@ def test_world_size_from_an_all_gather_when_gloo_did_not_record_it(tmp_path):
     assert any("all_gathers" in n for n in rep.notes)
 
 
+@pytest.mark.integration
 def test_doctor_fr_from_the_command_line():
     run = lambda *a: subprocess.run([sys.executable, "-m", "nbhelpers", "doctor", *a], capture_output=True,  # noqa: E731
                                     text=True, timeout=120)

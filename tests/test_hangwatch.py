@@ -6,6 +6,7 @@ import sys
 import pytest
 
 
+@pytest.mark.integration
 def test_a_hang_is_named_live_with_its_line_long_before_the_timeout(tmp_path, runs_dir):
     from nbhelpers.scenarios.supervise import example
 
@@ -32,6 +33,7 @@ def test_a_hang_is_named_live_with_its_line_long_before_the_timeout(tmp_path, ru
     assert fd["last_before"]["1"].startswith(f"#{fd['seq'] - 1} all_reduce"), fd
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("pause", ["eval", "save", "slowfs"])
 def test_rank_0_working_alone_while_the_others_wait_is_a_pause_not_a_hang(pause, runs_dir):
     """Every 4 steps rank 0 works 5 s alone (scores a held-out set on the CPU; writes a checkpoint to disk; writes
@@ -49,6 +51,7 @@ def test_rank_0_working_alone_while_the_others_wait_is_a_pause_not_a_hang(pause,
     assert v["finished"] and v["run_status"] != "hang" and v.get("hang") is None, v
 
 
+@pytest.mark.integration
 def test_a_process_moving_bytes_is_told_from_one_that_sleeps(tmp_path):
     """io_moving reads Linux's rchar + wchar: a writer at a few MiB/s moves, a sleeper does not, and a rank's
     first reading never counts (nothing to compare with)."""
@@ -72,6 +75,7 @@ def test_a_process_moving_bytes_is_told_from_one_that_sleeps(tmp_path):
         sleeper.wait()
 
 
+@pytest.mark.integration
 def test_cpu_moving_tells_a_looping_process_from_one_asleep():
     """cpu_moving integrates CPU time between two looks: a process spinning uses most of a core, a sleeper none
     (attach uses it so that a loop caught at one collective line on every look is not called stuck)."""

@@ -30,6 +30,7 @@ def test_the_development_sets_hold_healthy_jobs():
     assert len(HEALTHY) >= 25 and KINDS <= {n for _f, n in HEALTHY}, HEALTHY
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("folder,name", RUN, ids=[f"{f.name}/{n}" for f, n in RUN])
 def test_a_healthy_job_is_never_called_hung_nor_stopped(folder, name, tmp_path, runs_dir):
     from nbhelpers.scenarios.supervise import example

@@ -1,4 +1,5 @@
 """The package's lazy exports: nothing heavy at import, and exported functions that share their module's name."""
+import pytest
 import subprocess
 import sys
 
@@ -7,10 +8,12 @@ def run(code: str) -> str:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
 
 
+@pytest.mark.integration
 def test_import_starts_nothing_heavy():
     assert run("import sys, nbhelpers; print('torch' in sys.modules, 'plotly' in sys.modules)") == "False False"
 
 
+@pytest.mark.integration
 def test_functions_named_like_their_module_survive_the_module_import():
     code = ("import importlib, nbhelpers as nb\n"
             "names = {'classify': 'diagnosis', 'supervise': 'scenarios', 'sweep': 'scenarios', 'timeouts': 'scenarios'}\n"
@@ -19,6 +22,7 @@ def test_functions_named_like_their_module_survive_the_module_import():
     assert run(code) == "True"
 
 
+@pytest.mark.integration
 def test_every_public_name_is_listed_and_loads():
     code = ("import nbhelpers as nb\n"
             "missing = [n for n in nb.__all__ if getattr(nb, n, None) is None]\n"

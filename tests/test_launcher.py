@@ -17,6 +17,8 @@ from nbhelpers import PortInUseError, Run
 from nbhelpers.scenarios.probe import probe
 from nbhelpers.workers.probe import STAGES
 
+pytestmark = pytest.mark.integration  # its tests start real processes
+
 
 def test_healthy_probe_passes_every_stage(runs_dir):
     res = probe(2, timeout=10, size_mb=4, live=False)

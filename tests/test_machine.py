@@ -40,6 +40,7 @@ def test_without_the_variable_every_claim_is_free(tmp_path, monkeypatch):
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.integration
 def test_a_measurement_waits_for_a_running_world_then_holds_new_ones_back(lock):
     world = holder("shared", 1.5)
     assert world.stdout.readline().startswith("held")  # the world is running
@@ -55,6 +56,7 @@ def test_a_measurement_waits_for_a_running_world_then_holds_new_ones_back(lock):
     world.wait(10)
 
 
+@pytest.mark.integration
 def test_a_stream_of_short_worlds_does_not_starve_a_measurement(lock):
     loop = ("import time\nfrom nbhelpers.runtime import machine\nend = time.time() + 6\n"
             "while time.time() < end:\n    with machine.shared():\n        time.sleep(0.2)\n")
@@ -68,6 +70,7 @@ def test_a_stream_of_short_worlds_does_not_starve_a_measurement(lock):
     assert waited < 2.0, f"the measurement waited {waited:.1f} s behind worlds that kept starting"
 
 
+@pytest.mark.integration
 def test_a_measurements_own_worlds_and_a_world_that_measures_do_not_deadlock(lock):
     t0 = time.monotonic()
     with machine.exclusive(), machine.shared():  # the runs a sweep times

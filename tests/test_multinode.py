@@ -1,4 +1,5 @@
 """Per-node torchrun commands, and real two-node worlds on loopback (two torchruns, one c10d store)."""
+import pytest
 import shlex
 
 from nbhelpers.runtime.multinode import Plan, error_line, rendezvous_began, start_nodes
@@ -67,6 +68,7 @@ def test_error_line_and_rendezvous_clock():
     assert rendezvous_began(log) is not None and rendezvous_began("nothing") is None
 
 
+@pytest.mark.integration
 def test_two_nodes_on_loopback_pass_the_staged_test(runs_dir):
     plan = Plan(nnodes=2, master_addr="127.0.0.1", port=free_port(), join_timeout=30,
                 args=["--backend", "gloo", "--timeout", "10", "--sizes", "4K,256K", "--iters", "1,2"])
@@ -80,6 +82,7 @@ def test_two_nodes_on_loopback_pass_the_staged_test(runs_dir):
     assert list(res.side_by_side().columns) == ["node 0", "node 1"]
 
 
+@pytest.mark.integration
 def test_a_node_that_never_comes_fails_the_rendezvous_in_bounded_time(runs_dir):
     # a two-node test whose worker node starts minutes late: the master's rendezvous gives up after join_timeout
     plan = Plan(nnodes=2, master_addr="127.0.0.1", port=free_port(), join_timeout=3)

@@ -42,6 +42,7 @@ def test_nccl_ifname_syntax(spec, names, want):
     assert netcheck.nccl_match(spec, names) == want
 
 
+@pytest.mark.integration
 def test_gloo_and_nccl_picks_here():
     missing = netcheck.gloo_pick("eth9")
     assert missing["picks"] == "" and "Unable to find address for: eth9" in missing["why"]
@@ -53,6 +54,7 @@ def test_gloo_and_nccl_picks_here():
     assert list(table["ok"]) == [True, True] and set(table["route to master"]) == {"lo"}
 
 
+@pytest.mark.integration
 def test_route_and_mtu_of_loopback():
     r = netcheck.route_to("127.0.0.1")
     assert r["dev"] == "lo" and r["mtu"] and r["mtu"] > 1000
@@ -69,6 +71,7 @@ def test_measure_against_the_bounded_server():
     assert not t.is_alive()  # it stops by itself
 
 
+@pytest.mark.integration
 def test_check_path_flags_a_loopback_master_and_a_closed_port():
     rows = {r["check"]: r for r in netcheck.check_path("127.0.0.1", free_port(), ports=[], timeout=1)}
     assert not rows["resolve master"]["ok"] and "127" in rows["resolve master"]["what to do"]

@@ -10,7 +10,7 @@ from conftest import REPO, interruptible, is_root
 
 from nbhelpers.scenarios import netlab
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.root, pytest.mark.integration]  # network namespaces: real processes
 needs_root = pytest.mark.skipif(not is_root(), reason="network namespaces need root")
 
 

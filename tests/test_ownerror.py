@@ -13,6 +13,7 @@ SCRIPTS = Path(__file__).parent / "data" / "scripts"
     ("read_too_early", "checkpoint_corrupt", "os.replace"),      # torch.load's bare EOFError on an empty file
     ("loader_worker_killed", "worker_killed", "dmesg"),          # "DataLoader worker (pid N) is killed by signal"
 ])
+@pytest.mark.integration
 def test_the_culprits_own_exception_names_the_failure_and_its_advice(script, failure, remedy, tmp_path, runs_dir):
     out = subprocess.run([sys.executable, "-m", "nbhelpers", "run", "--json", "--timeout", "120",
                           str(SCRIPTS / f"{script}.py"), str(tmp_path)], capture_output=True, text=True, timeout=200)

@@ -14,6 +14,7 @@ STUBBORN = ("import signal, subprocess, sys, time\n"
             "time.sleep(600)")
 
 
+@pytest.mark.integration
 def test_stop_tree_kills_a_tree_that_ignores_term_including_other_sessions():
     p = subprocess.Popen([sys.executable, "-c", STUBBORN], start_new_session=True)
     root = psutil.Process(p.pid)

@@ -79,6 +79,7 @@ def test_what_is_not_a_rank_only_collective(src):
     assert calls(src) == []
 
 
+@pytest.mark.integration
 def test_a_lightning_metric_synced_under_rank_zero_is_named_at_its_line(tmp_path, runs_dir):
     """For real: the Lightning script whose stacks at the failure show only `trainer.fit(...)` (Lightning reduces the
     metric inside its own loop, and gloo aborts rank 0 on the size mismatch); the verdict points at the user's line."""

@@ -17,6 +17,8 @@ import pytest
 
 from nbhelpers.runtime.launchspec import SHIM
 
+pytestmark = pytest.mark.integration  # its tests start real processes
+
 FACTS = r"""
 import json, os, signal, sys
 print(json.dumps({"ppid": os.getppid(), "sid": os.getsid(0), "pgid": os.getpgid(0), "argv": sys.argv,

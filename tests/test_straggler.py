@@ -78,6 +78,7 @@ def run(*args, nproc=2):
     return json.loads(out.stdout)
 
 
+@pytest.mark.integration
 def test_a_slow_data_path_is_named_live_with_its_line(runs_dir):
     # 20 s of training, however fast the machine: the job must run past its start-up for longer than the watch's
     # 10 s window and 2 s hold
@@ -88,6 +89,7 @@ def test_a_slow_data_path_is_named_live_with_its_line(runs_dir):
     assert "backward (DDP's gradient all_reduce)" in s["peers_wait"]["0"], s
 
 
+@pytest.mark.integration
 def test_a_balanced_job_names_no_straggler(runs_dir):
     import os
 

@@ -1,4 +1,5 @@
 """`python -m nbhelpers run` on scripts the workbook has never seen, run for real."""
+import pytest
 import json
 import signal
 import subprocess
@@ -33,6 +34,7 @@ def run_cli(tmp_path, runs_dir, kind: str) -> dict:
     return verdict
 
 
+@pytest.mark.integration
 def test_healthy_script_is_ok(tmp_path, runs_dir):
     v = run_cli(tmp_path, runs_dir, "healthy")
     assert v["status"] == "ok" and v["category"] is None and v["culprit_rank"] is None, v
@@ -40,6 +42,7 @@ def test_healthy_script_is_ok(tmp_path, runs_dir):
     assert v["hang"] is None, v  # the stack sampling saw no hang in a healthy run
 
 
+@pytest.mark.integration
 def test_a_rank_stuck_outside_the_collective_is_the_culprit(tmp_path, runs_dir):
     v = run_cli(tmp_path, runs_dir, "stuck")
     assert v["status"] == "failed" and v["category"] == "collective_timeout"
@@ -47,6 +50,7 @@ def test_a_rank_stuck_outside_the_collective_is_the_culprit(tmp_path, runs_dir):
     assert any("stuck.py" in e for e in v["evidence"])  # where rank 1 was, from its stack dump
 
 
+@pytest.mark.integration
 def test_a_rank_raising_its_own_error_is_the_culprit(tmp_path, runs_dir):
     v = run_cli(tmp_path, runs_dir, "crash")
     assert v["status"] == "failed" and v["culprit_rank"] == 1 and v["category"] == "rank_error", v
@@ -63,6 +67,7 @@ def run_example(script, *extra, timeout=150):
     return out, json.loads(out.stdout)
 
 
+@pytest.mark.integration
 def test_a_collective_inside_a_rank_branch_is_named_with_its_line(tmp_path, runs_dir):
     from nbhelpers.scenarios.supervise import example
 
@@ -76,6 +81,7 @@ def test_a_collective_inside_a_rank_branch_is_named_with_its_line(tmp_path, runs
     assert v["remedies"][0].startswith("Call it on every rank"), v
 
 
+@pytest.mark.integration
 def test_sigterm_to_the_supervisor_prints_the_verdict_so_far_and_ends_the_job(tmp_path, runs_dir):
     script = tmp_path / "train.py"
     script.write_text(STRAGGLER)

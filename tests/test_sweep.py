@@ -20,6 +20,7 @@ def test_table_uses_the_slowest_rank_and_nccl_tests_formulas():
     assert sweep_table(evs[:1], 2).iloc[0]["check"] == "MISSING"  # a rank that did not report
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("op", ["all_gather"])  # all_reduce runs in notebook 03 and the bench
 def test_real_sweep_checks_every_size(runs_dir, op):
     t = sweep("64K:1M:4", op=op, iters=3, live=False)

@@ -44,6 +44,7 @@ def test_explain_torn_sees_a_file_being_written(tmp_path):
     assert explain_torn(whole, watch_s=0.01)["verdict"] == "whole"
 
 
+@pytest.mark.integration
 @needs_mount
 def test_full_disk_cuts_the_save_short(runs_dir):
     row = torncauses.full_disk(size_mb=20, disk_mb=8)
@@ -53,6 +54,7 @@ def test_full_disk_cuts_the_save_short(runs_dir):
     assert row["verdict"] == "full disk" and row["host dir left clean"]
 
 
+@pytest.mark.integration
 @needs_mount
 def test_tiny_dev_shm_fails_dataloader_workers_and_more_shm_fixes_it(runs_dir):
     bad = shm.shm_dataloader(shm_mb=1, batch_size=4, item_mb=2, loader_timeout=5)
@@ -63,6 +65,7 @@ def test_tiny_dev_shm_fails_dataloader_workers_and_more_shm_fixes_it(runs_dir):
     assert good["status"] == "ok" and good["batches"] == 4, good
 
 
+@pytest.mark.integration
 @needs_mount
 def test_unbatched_loader_hangs_until_its_timeout(runs_dir):
     row = shm.shm_dataloader(shm_mb=1, batch_size=None, item_mb=2, loader_timeout=3)

@@ -28,6 +28,7 @@ def test_stalled_rank_on_nccl_is_the_culprit(runs_dir):
     assert res.culprit == 1, res.verdict
 
 
+@pytest.mark.integration
 def test_a_short_timeout_starts_once_every_rank_is_ready(runs_dir):
     """Rank 1 starts 4 s late; the 1 s timeout still strikes where the fault is (rank 1 skipping a collective),
     not in init_process_group (where it struck, as DistStoreError: wait timeout, before start-up had its own)."""
