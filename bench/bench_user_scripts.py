@@ -16,20 +16,21 @@ from pathlib import Path
 
 TITLE = "Users' scripts: expected vs the verdict, and torchrun's Root Cause (same run)"
 REPO = Path(__file__).resolve().parent.parent
-SETS = {"dev": REPO / "examples" / "faulty", "held-out": REPO / "tests" / "userscripts_heldout",
-        "second set": REPO / "tests" / "userscripts_heldout2", "third set": REPO / "tests" / "userscripts_heldout3",
-        "fourth set": REPO / "tests" / "userscripts_heldout4", "fifth set": REPO / "tests" / "userscripts_heldout5",
-        "sixth set": REPO / "tests" / "userscripts_heldout6", "seventh set": REPO / "tests" / "userscripts_heldout7",
-        "eighth set": REPO / "tests" / "userscripts_heldout8",
-        "ninth set": REPO / "tests" / "userscripts_heldout9",
-        "tenth set": REPO / "tests" / "userscripts_heldout10",
-        "eleventh set": REPO / "tests" / "userscripts_heldout11", "twelfth set": REPO / "tests" / "userscripts_heldout12",
-        "thirteenth set": REPO / "tests" / "userscripts_heldout13", "fourteenth set": REPO / "tests" / "userscripts_heldout14",
-        "fifteenth set": REPO / "tests" / "userscripts_heldout15", "sixteenth set": REPO / "tests" / "userscripts_heldout16",
-        "seventeenth set": REPO / "tests" / "userscripts_heldout17", "eighteenth set": REPO / "tests" / "userscripts_heldout18",
-        "frameworks (dev)": REPO / "examples" / "frameworks",
-        "frameworks, second set": REPO / "tests" / "userscripts_frameworks2",
-        "frameworks, third set": REPO / "tests" / "userscripts_frameworks3"}
+
+
+def _sets() -> dict[str, Path]:
+    """The development sets, then every set under tests/ (found by glob: a new set is scored at once), in the order
+    they arrived (userscripts_heldout, ..._heldout2, ..., ..._heldout18, then the framework sets)."""
+    def arrival(p: Path) -> tuple:
+        stem = p.name.rstrip("0123456789")
+        return ("frameworks" in p.name, int(p.name[len(stem):] or 1))
+
+    found = sorted(REPO.glob("tests/userscripts_*"), key=arrival)
+    return {"dev": REPO / "examples" / "faulty", "frameworks (dev)": REPO / "examples" / "frameworks",
+            **{p.name.removeprefix("userscripts_"): p for p in found}}
+
+
+SETS = _sets()
 
 
 def run(folder: Path, name: str) -> dict:

@@ -77,7 +77,8 @@ def test_a_collective_inside_a_rank_branch_is_named_with_its_line(tmp_path, runs
     assert out.returncode == 1 and v["status"] == "failed" and v["run_status"] == "hang", v
     assert v["hang"]["culprit"] == 0, v["hang"]
     assert (v["culprit_rank"], v["category"], v["culprit_kind"]) == (0, "collective_mismatch", "rank_only_collective"), v
-    assert "train_finetune.py:55" in v["culprit_where"] and "if self.global_rank == 0" in v["reason"], v
+    assert "train_finetune.py" in v["culprit_where"] and " in _load_pretrained" in v["culprit_where"], v
+    assert "if self.global_rank == 0" in v["reason"], v
     assert v["remedies"][0].startswith("Call it on every rank"), v
 
 
