@@ -57,7 +57,45 @@ def b(x):
         (19, "dist.all_reduce(x)", "@rank_zero_only", "global rank 0", None)]
 
 
+def test_a_guard_clause_a_library_object_and_a_helper_of_the_files_own():
+    # fourth framework set, written apart: Trainer's predict() after "if not state.is_world_process_zero: return";
+    # a torchmetrics metric's compute() (it syncs) in a @rank_zero_only callback; accelerate's reduce() in a method of
+    # the file's own class, called under is_main_process
+    src = '''
+import accelerate
+from torchmetrics.classification import MulticlassAccuracy
+
+class Logger:
+    def __init__(self, accelerator):
+        self.accelerator = accelerator
+    def log(self, loss):
+        return self.accelerator.reduce(loss, reduction="mean").item()
+
+class Module:
+    def __init__(self):
+        self.val_acc = MulticlassAccuracy(num_classes=3)
+
+def on_evaluate(self, state, metrics, accelerator, module, x):
+    if not state.is_world_process_zero:
+        return
+    module.val_acc.compute()
+    if accelerator.is_main_process:
+        metrics.log(x)
+'''
+    assert [(line, guard, via) for line, _, guard, _, via in calls(src)] == [
+        (18, "if not state.is_world_process_zero: return", None),
+        (20, "if accelerator.is_main_process:", 'self.accelerator.reduce(loss, reduction="mean")')]
+
+
 @pytest.mark.parametrize("src", [
+    # a guard clause that lets every rank through, or returns on rank 0 only (the rest runs on the others)
+    "import accelerate\ndef f(accelerator, state, x):\n    if not x:\n        return\n    accelerator.gather(x)\n"
+    "    if state.is_world_process_zero:\n        return\n    accelerator.gather(x)\n",
+    # a tensor's own gather(dim, index) and functools.reduce are not accelerate's; compute() of an object that is
+    # no torchmetrics metric is not a sync
+    "import accelerate, functools\ndef f(accelerator, state, x, i, agg):\n    if state.is_world_process_zero:\n"
+    "        x.gather(1, i)\n        functools.reduce(max, x)\n        agg.compute()\n",
+
     # the usual, healthy pattern: the collective on every rank, the printing on rank 0
     "def f(accelerator, x):\n    y = accelerator.gather_for_metrics(x)\n    if accelerator.is_main_process:\n"
     "        print(y)\n    accelerator.wait_for_everyone()\n",

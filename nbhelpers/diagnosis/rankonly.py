@@ -78,7 +78,12 @@ class _Reader:
         self.source, self.path = source, path
         self.tree = ast.parse(source)
         self.modules, self.from_dist = _dist_aliases(self.tree)
-        self.transformers = _imports(self.tree, "transformers")
+        self.imported = {top: _imports(self.tree, top) for top in
+                         {e["imports"] for e in _catalog()["collectives"] if "imports" in e}}
+        self.built: dict[str, set[str]] = {}   # library -> the names and attributes the file binds to its objects
+        for e in _catalog()["collectives"]:
+            if "built_by" in e:
+                self.built.setdefault(e["built_by"], _built_by(self.tree, e["built_by"]))
         self.defs: dict[str, list[ast.AST]] = {}
         for node in ast.walk(self.tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -122,11 +127,14 @@ class _Reader:
             if "keyword" in entry and not any(k.arg == entry["keyword"] and isinstance(k.value, ast.Constant)
                                               and k.value.value is True for k in call.keywords):
                 continue
-            if entry.get("imports") == "transformers" and not self.transformers:
+            if "imports" in entry and not self.imported[entry["imports"]]:
+                continue
+            if "positional" in entry and len(call.args) != entry["positional"]:
+                continue
+            if "built_by" in entry and _dotted(f.value).split(".")[-1] not in self.built[entry["built_by"]]:
                 continue
             return call, entry
-        if own and name in self.makes and (isinstance(f, ast.Name) or isinstance(f, ast.Attribute) and
-                                           isinstance(f.value, ast.Name) and f.value.id in ("self", "cls")):
+        if own and name in self.makes:  # one of this file's functions, or a method of one of its classes
             return self.makes[name]
         return None
 
@@ -171,6 +179,41 @@ def _is_zero(test: ast.AST) -> ast.AST | None:
     return None
 
 
+def _built_by(tree: ast.AST, top: str) -> set[str]:
+    """The names and attribute names this file assigns an object of library ``top`` to: ``self.val_acc =
+    MulticlassAccuracy(...)`` (imported from torchmetrics) gives ``val_acc``; also ``torchmetrics.Accuracy(...)``."""
+    classes, modules = set(), set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] == top:
+            classes |= {a.asname or a.name for a in n.names}
+        elif isinstance(n, ast.Import):
+            modules |= {a.asname or a.name for a in n.names if a.name.split(".")[0] == top}
+    out = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call):
+            f = _dotted(n.value.func)
+            if f in classes or f.split(".")[0] in modules or f.rsplit(".", 1)[0] in modules:
+                for t in n.targets:
+                    name = t.attr if isinstance(t, ast.Attribute) else t.id if isinstance(t, ast.Name) else None
+                    if name:
+                        out.add(name)
+    return out
+
+
+def _exits(body: list[ast.stmt]) -> bool:
+    """The block always leaves its function or loop: it ends in return, raise, continue or break."""
+    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
+
+
+def _negated(test: ast.AST) -> ast.AST | None:
+    """``c`` when ``test`` is ``not c``, or ``v == 0`` when it is ``v != 0``: a guard clause's condition."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return test.operand
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.NotEq, ast.IsNot)):
+        return ast.Compare(left=test.left, ops=[ast.Eq()], comparators=test.comparators)
+    return None
+
+
 def _called(node: ast.AST) -> str | None:
     if isinstance(node, ast.Call):
         f = node.func
@@ -205,27 +248,45 @@ def rank_only_calls(source: str, path: str) -> list[RankOnlyCall]:
         return []
     found: dict[int, RankOnlyCall] = {}
 
+    def block(body: list[ast.stmt], func: str, guard: tuple[ast.AST, dict] | None) -> None:
+        for stmt in body:
+            visit(stmt, func, guard)
+            # a guard clause, "if not state.is_world_process_zero: return": the rest of the block runs only where
+            # the condition holds
+            if isinstance(stmt, ast.If) and not stmt.orelse and _exits(stmt.body) and \
+                    (cond := _negated(stmt.test)) is not None and (entry := r.condition(cond)):
+                guard = (stmt, entry)
+
     def visit(node: ast.AST, func: str, guard: tuple[ast.AST, dict] | None) -> None:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             deco = next((d for d in node.decorator_list if (_dotted(d) or _called(d) or "").split(".")[-1]
                          in _names("decorator")), None)
             entry = next(e for e in _catalog()["conditions"] if e["kind"] == "decorator") if deco else None
-            for child in node.body:
-                visit(child, node.name, (deco, entry) if deco else None)
+            block(node.body, node.name, (deco, entry) if deco else None)
             return
         if isinstance(node, ast.If):
             entry = r.condition(node.test)
-            for child in node.body:
-                visit(child, func, (node, entry) if entry else guard)
-            for child in node.orelse:
-                visit(child, func, guard)
+            block(node.body, func, (node, entry) if entry else guard)
+            block(node.orelse, func, guard)
+            return
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try)):
+            heads = [node.test] if isinstance(node, ast.While) else [node.iter] if isinstance(node, (ast.For, ast.AsyncFor)) \
+                else [i.context_expr for i in getattr(node, "items", [])]
+            for head in heads:
+                visit(head, func, guard)
+            for field in ("body", "orelse", "finalbody"):
+                block(getattr(node, field, []), func, guard)
+            for h in getattr(node, "handlers", []):
+                block(h.body, func, guard)
             return
         if isinstance(node, ast.Call) and guard is not None:
             hit = r.collective(node, own=True)
             if hit and node.lineno not in found:
                 inner, entry = hit
                 g, cond = guard
-                gtext = f"if {r.text(g.test)}:" if isinstance(g, ast.If) else f"@{r.text(g)}"
+                gtext = (f"if {r.text(g.test)}: {r.text(g.body[-1])}" if g.orelse == [] and _exits(g.body)
+                         and _negated(g.test) is not None and node.lineno > g.end_lineno else
+                         f"if {r.text(g.test)}:") if isinstance(g, ast.If) else f"@{r.text(g)}"
                 found[node.lineno] = RankOnlyCall(path, node.lineno, func, r.text(node), g.lineno, gtext,
                                                   cond["holds_on"], entry["says"], entry["source"],
                                                   None if inner is node else r.text(inner))

@@ -143,6 +143,11 @@ RUNS = {
                           "(dump_traceback_later(60, exit=True)) stops them, each in a different collective"),
     "user-left-loop": (user("acc_credit_early_stop", folder="tests/userscripts_frameworks2"),
                        "accelerate: rank 1 stops early on its own loss and waits in the final barrier; rank 0 trains on"),
+    "user-predict-guard": (user("hf_review_gpt2_cls", folder="tests/userscripts_frameworks4"),
+                           "HF Trainer: a callback returns early unless state.is_world_process_zero, then calls "
+                           "trainer.predict() (it gathers): gloo aborts a rank on the sizes"),
+    "user-metric-rank-zero": (user("pl_wafer_defects", folder="tests/userscripts_frameworks4"),
+                              "Lightning: a @rank_zero_only callback calls a torchmetrics metric's compute() (it syncs)"),
 }
 TMP: Path  # where the user scripts run from, made in __main__ and removed when recording ends
 
