@@ -72,6 +72,29 @@ def test_rewrites_of_mapped_files_and_the_condition_they_run_under():
     assert mapped_rewrites("def f(:\n") == []
 
 
+def test_a_truncating_save_of_a_path_the_script_maps_is_a_rewrite():
+    # fourth framework set: np.save (open(path, "wb") truncates) of the very path np.load(..., mmap_mode="r") maps,
+    # run by one rank under a documented condition; np.save of a file nobody maps is no rewrite
+    from nbhelpers.diagnosis.structure import mapped_rewrites
+
+    src = """import numpy as np
+class Cache:
+    def open(self):
+        self.x = np.load(self.path_x, mmap_mode="r")
+        self.y = np.load(self.path_y)
+    def rewrite(self, keep):
+        np.save(self.path_x, self.x[keep])
+        np.save(self.path_y, self.y[keep])
+def main(accelerator, cache, keep):
+    if accelerator.is_main_process:
+        cache.rewrite(keep)
+"""
+    found = mapped_rewrites(src)
+    assert [(m.line, m.call, m.guard) for m in found] == [(7, "np.save(self.path_x, self.x[keep])",
+                                                           "if accelerator.is_main_process")], found
+    assert "truncates" in found[0].says and "docs.python.org" in found[0].source
+
+
 FLOW = '''\
 import os
 import torch.distributed as dist

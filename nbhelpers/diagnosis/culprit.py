@@ -1008,8 +1008,9 @@ def mapped_file_shrunk(ev: Evidence) -> Verdict | None:
     """Needs: exit records (a rank killed by SIGBUS), faulthandler's dump of its stack, and the user's source.
     Concludes: mmap(2) raises SIGBUS on a read of a mapped file past its end, "including the case where another
     process has truncated the file"; when the source rewrites a memory-mapped file in place (``np.memmap(path,
-    mode="w+")``, which numpy documents as creating or overwriting the file) under a condition (in its function, or
-    around a call of it), the rank that ran it shrank the file under its peer's mapping.  With two ranks, the peer of
+    mode="w+")``, which numpy documents as creating or overwriting the file; ``np.save(path, ...)`` of a path it also
+    maps with ``np.load(path, mmap_mode="r")``, through Python's open(path, "wb"), which truncates) under a condition
+    (in its function, or around a call of it), the rank that ran it shrank the file under its peer's mapping.  With two ranks, the peer of
     the killed rank is named at the rewrite's line; otherwise, or when every rank rewrites it, nobody
     (:func:`nbhelpers.diagnosis.structure.mapped_rewrites`, its catalog ``data/mapped_rewrites.json``)."""
     bus = [v for v in ev.views if v.record.get("signal") == "SIGBUS" or any(

@@ -130,6 +130,17 @@ def _mode(call: ast.Call, entry: dict) -> str | None:
     return arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else None
 
 
+def _maps(call: ast.Call) -> bool:
+    """The call memory-maps a file (the catalog's "maps": ``np.load(path, mmap_mode="r")``, ``np.memmap(path)``)."""
+    for entry in _mapped()["maps"]:
+        if _called(call) in entry["names"]:
+            if "keyword" not in entry:
+                return True
+            value = next((k.value for k in call.keywords if k.arg == entry["keyword"]), None)
+            return value is not None and not (isinstance(value, ast.Constant) and value.value is None)
+    return False
+
+
 def mapped_rewrites(source: str) -> list[MappedRewrite]:
     """The calls in ``source`` that create or overwrite a memory-mapped file (the catalog
     ``nbhelpers/data/mapped_rewrites.json``), each with the ``if`` it runs under: one around it in its function, else
@@ -154,10 +165,14 @@ def mapped_rewrites(source: str) -> list[MappedRewrite]:
         t = " ".join((ast.get_source_segment(source, node) or "").split())
         return t if len(t) <= width else t[:width - 1] + "…"
 
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    mapped = {text(c.args[0]) for c in calls if c.args and _maps(c)}   # the paths the file maps
     found = []
-    for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
+    for call in calls:
         entry = next((e for e in _mapped()["rewrites"] if _called(call) in e["names"]), None)
-        if entry is None or _mode(call, entry) not in entry["modes"]:
+        if entry is None or "modes" in entry and _mode(call, entry) not in entry["modes"]:
+            continue
+        if entry.get("of_a_mapped_file") and not (call.args and text(call.args[0]) in mapped):
             continue
         guard, func = up(call)
         if guard is None and func is not None:  # the function's callers in this file, under a condition

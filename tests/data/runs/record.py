@@ -148,6 +148,9 @@ RUNS = {
                            "trainer.predict() (it gathers): gloo aborts a rank on the sizes"),
     "user-metric-rank-zero": (user("pl_wafer_defects", folder="tests/userscripts_frameworks4"),
                               "Lightning: a @rank_zero_only callback calls a torchmetrics metric's compute() (it syncs)"),
+    "user-mapped-save": (user("acc_vibration_cnn", folder="tests/userscripts_frameworks4"),
+                         "accelerate: rank 0 np.save()s the cache rank 1 has np.load(mmap_mode='r')-ed, shorter; "
+                         "rank 1 dies of SIGBUS"),
 }
 TMP: Path  # where the user scripts run from, made in __main__ and removed when recording ends
 
