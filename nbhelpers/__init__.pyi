@@ -31,33 +31,34 @@ from nbhelpers.runtime.ports import free_port
 from nbhelpers.scenarios.abtest import ABResult, ab_test
 from nbhelpers.scenarios.api import Gallery
 from nbhelpers.scenarios.chunking import compare_chunking, missing_rank
-from nbhelpers.scenarios.ckptrace import (
+from nbhelpers.scenarios.ckptrace import race, rank0_collective, sigkill_test
+from nbhelpers.scenarios.desync import gallery as desync_gallery, desync_scenario
+from nbhelpers.scenarios.nccl import nccl_debug_run, nccl_transport_ab
+from nbhelpers.scenarios.netcheck import check_path, measure, probe_port, route_to, scan_ports, would_pick
+from nbhelpers.scenarios.netlab import Lab, run_fault, run_lab
+from nbhelpers.scenarios.presets import preset
+from nbhelpers.scenarios.probe import fault_gallery, probe, scale_up
+from nbhelpers.scenarios.shm import shm_dataloader
+from nbhelpers.scenarios.supervise import example, printed_rate, supervise
+from nbhelpers.scenarios.sweep import peak_busbw, sweep
+from nbhelpers.scenarios.timeouts import timeouts
+from nbhelpers.scenarios.torncauses import full_disk, race_cause, truncated_copy
+from nbhelpers.views.incidents import (
+    advice_lint_table,
+    causes_table,
+    check_table,
     error_table,
-    race,
-    race_timeline,
-    rank0_collective,
-    sigkill_test,
-    trials_table,
-    variant_table,
-)
-from nbhelpers.scenarios.desync import (
-    gallery as desync_gallery,
-    desync_scenario,
     flight_recorder_table,
+    presets_table,
+    race_timeline,
     rank_error_table,
     sequence_chart,
     sequence_table,
+    shm_table,
+    sweep_chart,
+    trials_table,
+    variant_table,
 )
-from nbhelpers.scenarios.nccl import nccl_debug_run, nccl_transport_ab
-from nbhelpers.scenarios.netcheck import check_path, check_table, measure, probe_port, route_to, scan_ports, would_pick
-from nbhelpers.scenarios.netlab import Lab, run_fault, run_lab
-from nbhelpers.scenarios.presets import advice_lint_table, preset, presets_table
-from nbhelpers.scenarios.probe import fault_gallery, probe, scale_up
-from nbhelpers.scenarios.shm import shm_dataloader, shm_table
-from nbhelpers.scenarios.supervise import example, printed_rate, supervise
-from nbhelpers.scenarios.sweep import peak_busbw, sweep, sweep_chart
-from nbhelpers.scenarios.timeouts import timeouts
-from nbhelpers.scenarios.torncauses import causes_table, full_disk, race_cause, truncated_copy
 from nbhelpers.views.display import stage_table, timeline, waiting_chart
 from nbhelpers.views.envedit import EnvEditor, env_editor
 from nbhelpers.views.notebook import setup_notebook

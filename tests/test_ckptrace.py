@@ -2,6 +2,7 @@
 real torchrun worlds."""
 import pytest
 
+from nbhelpers.views import incidents
 from nbhelpers.runtime.learned import classify
 from nbhelpers.scenarios import ckptrace, torncauses
 
@@ -10,15 +11,15 @@ from nbhelpers.scenarios import ckptrace, torncauses
 def test_racy_fails_and_every_fix_holds_in_the_same_run(runs_dir):
     res = ckptrace.race(size_mb=30, trials=3)
     assert res.ok, res.verdict
-    table = ckptrace.variant_table(res)
+    table = incidents.variant_table(res)
     assert table.loc["racy", "failures"] >= 2, table  # torn reads in (nearly) every trial
     fixes = table.drop(index="racy")
     assert (fixes["failures"] == 0).all(), table
     assert set(fixes.index) == set(ckptrace.VARIANTS) - {"racy"}
-    errors = ckptrace.error_table(res)
+    errors = incidents.error_table(res)
     assert not errors.empty and (errors["variants"] == "racy").all(), errors
     assert (errors["classified as"] == "checkpoint_corrupt").all(), errors
-    fig = ckptrace.race_timeline(res, trial=0)
+    fig = incidents.race_timeline(res, trial=0)
     names = {t.name for t in fig.data}
     assert {"write (rank 0)", "read failed", "read ok"} <= names
     assert not any((res.log_dir / "ckpt-race").glob("*")), "checkpoint files left behind"

@@ -2,7 +2,8 @@
 import pytest
 
 from nbhelpers.diagnosis.culprit import RankView, desync, find_culprit
-from nbhelpers.scenarios.desync import desync_scenario, guilty_rank, sequence_table
+from nbhelpers.scenarios.desync import desync_scenario, guilty_rank
+from nbhelpers.views.incidents import sequence_table
 from nbhelpers.scenarios.timeouts import timeouts
 
 

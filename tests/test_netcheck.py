@@ -4,6 +4,7 @@ import threading
 
 import pytest
 
+from nbhelpers.views import incidents
 from nbhelpers.runtime.ports import free_port
 from nbhelpers.scenarios import netcheck
 
@@ -77,4 +78,4 @@ def test_check_path_flags_a_loopback_master_and_a_closed_port():
     assert not rows["resolve master"]["ok"] and "127" in rows["resolve master"]["what to do"]
     port_row = next(r for k, r in rows.items() if k.startswith("rendezvous port"))
     assert not port_row["ok"] and port_row["found"].startswith("refused")
-    assert netcheck.check_table(list(rows.values())).shape[0] == len(rows)
+    assert incidents.check_table(list(rows.values())).shape[0] == len(rows)

@@ -8,6 +8,7 @@ import time
 import pytest
 from conftest import REPO, interruptible, is_root
 
+from nbhelpers.views import incidents
 from nbhelpers.scenarios import netlab
 
 pytestmark = [pytest.mark.root, pytest.mark.integration]  # network namespaces: real processes
@@ -67,7 +68,7 @@ def test_without_a_firewall_tool_the_port_faults_are_skipped_with_one_sentence(c
     assert table.loc["port-drop", "error"] == netlab.NO_FIREWALL and "apt-get install -y nftables" in netlab.NO_FIREWALL
     assert table.loc["ifname-missing", "status"] == "failed" and table.loc["ifname-missing", "classified right"]
     assert list(table.runs) == ["ifname-missing"]
-    assert "port-drop" in netlab.results_markdown(table)
+    assert "port-drop" in incidents.results_markdown(table)
 
 
 @needs_root

@@ -5,13 +5,12 @@ import pytest
 from nbhelpers.diagnosis.lint import lint_env
 from nbhelpers.errors import ConfigError
 from nbhelpers.runtime.launchconfig import Config, parse_timeout
+from nbhelpers.views.incidents import advice_lint_table, presets_table
 from nbhelpers.scenarios.presets import (
     ADVISED_EXPORTS,
-    advice_lint_table,
     omp_threads_per_rank,
     preset,
     presets,
-    presets_table,
 )
 
 IFACES = [{"name": "eth0", "up": True, "mtu": 1500, "addresses": ["10.0.0.5"]},

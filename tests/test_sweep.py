@@ -1,7 +1,8 @@
 """The bandwidth sweep: a real small sweep, and the table from events."""
 import pytest
 
-from nbhelpers.scenarios.sweep import peak_busbw, sweep, sweep_chart, sweep_table
+from nbhelpers.scenarios.sweep import peak_busbw, sweep, sweep_table
+from nbhelpers.views.incidents import sweep_chart
 from nbhelpers.workers.sweep import parse_sizes
 
 

@@ -1,9 +1,10 @@
-"""Notebook 04's kernel side: the checkpoint race in trials, its table and timeline, the SIGKILL test.
+"""Notebook 04's kernel side: the checkpoint race in trials and the SIGKILL test (their tables and timeline are in
+:mod:`nbhelpers.views.incidents`).
 
     res = race(size_mb=50, trials=10)      # one torchrun world; every variant in the same run
-    variant_table(res)                      # variant x failures/trials x time overhead
-    error_table(res)                        # what torch raised on the torn reads, and the classifier's word
-    race_timeline(res, trial=0)             # per variant and rank: write, each read attempt, its outcome
+    nb.variant_table(res)                   # variant x failures/trials x time overhead
+    nb.error_table(res)                     # what torch raised on the torn reads, and the classifier's word
+    nb.race_timeline(res, trial=0)          # per variant and rank: write, each read attempt, its outcome
     sigkill_test(kills=20, mode="safe")    # kill a writer mid-save, load the latest each time
 """
 from __future__ import annotations
@@ -32,103 +33,6 @@ def race(size_mb: float = 50.0, trials: int = 10, variants: Sequence[str] = VARI
     args = ["--size-mb", str(size_mb), "--trials", str(trials), "--variants", ",".join(variants)]
     run_timeout = timeout or 60 + trials * len(variants) * (1 + size_mb / 25)
     return launch("ckpt_race", args, nproc=nproc, timeout=run_timeout, live=live, name="ckpt-race", **kw)
-
-
-def trials_table(res: RunResult):
-    """One row per (variant, trial, rank): first attempt ok?, attempts, seconds until it held the state."""
-    import pandas as pd
-
-    rows = [{"variant": e["variant"], "trial": e["trial"], "rank": e["rank"], "first_ok": e["first_ok"],
-             "attempts": e["attempts"], "loaded_s": e["loaded_s"], "write_s": e.get("write_s")}
-            for e in res.events if e.get("stage") == "trial"]
-    return pd.DataFrame(rows, columns=["variant", "trial", "rank", "first_ok", "attempts", "loaded_s", "write_s"])
-
-
-def variant_table(res: RunResult, baseline: str = "barrier"):
-    """variant x failures / trials x time: a trial fails when any rank's first load failed.
-
-    ``all loaded s``: median seconds from the trial's start until every rank held the state;
-    ``overhead``: that time over the ``baseline`` variant's (same run, same sizes).
-    """
-    import pandas as pd
-
-    df = trials_table(res)
-    if df.empty:
-        return pd.DataFrame()
-    per_trial = df.groupby(["variant", "trial"]).agg(failed=("first_ok", lambda s: not s.all()),
-                                                    loaded=("loaded_s", "max"), write=("write_s", "max"),
-                                                    attempts=("attempts", "max"))
-    g = per_trial.groupby("variant")
-    table = pd.DataFrame({"failures": g["failed"].sum().astype(int), "trials": g.size(),
-                          "write s": g["write"].median().round(3), "all loaded s": g["loaded"].median().round(3),
-                          "max attempts": g["attempts"].max()})
-    table["failures/trials"] = table["failures"].astype(str) + "/" + table["trials"].astype(str)
-    base = table["all loaded s"].get(baseline)
-    table[f"overhead vs {baseline}"] = (table["all loaded s"] / base).round(2) if base else None
-    table["how"] = [DESCRIBE.get(v, "") for v in table.index]
-    order = [v for v in VARIANTS if v in table.index] + [v for v in table.index if v not in VARIANTS]
-    return table.loc[order, ["failures/trials", "failures", "trials", "write s", "all loaded s",
-                             f"overhead vs {baseline}", "max attempts", "how"]]
-
-
-def error_table(res: RunResult):
-    """The distinct errors the torn reads raised (type, first line), how often, and their category."""
-    import pandas as pd
-
-    from nbhelpers.runtime.learned import classify
-
-    rows: dict[tuple, dict] = {}
-    for e in res.events:
-        if e.get("stage") == "read" and e.get("status") == "fail":
-            first = (e.get("error") or "").splitlines()[0][:160] if e.get("error") else ""
-            row = rows.setdefault((e.get("error_type"), first), {"error type": e.get("error_type"), "message": first,
-                                                                 "count": 0, "variants": set(), "full": e.get("error")})
-            row["count"] += 1
-            row["variants"].add(e["variant"])
-    out = []
-    for row in rows.values():
-        found = classify(row.pop("full") or "")
-        out.append({**row, "variants": ", ".join(sorted(row["variants"])),
-                    "classified as": found[0].category if found else "(nothing)"})
-    return pd.DataFrame(out, columns=["error type", "message", "count", "variants", "classified as"]).sort_values(
-        "count", ascending=False, ignore_index=True)
-
-
-def race_timeline(res: RunResult, trial: int = 0, variants: Sequence[str] | None = None, title: str | None = None):
-    """One row per (variant, rank): rank 0's write as a bar, every read attempt as a bar coloured by outcome,
-    in milliseconds from the trial's start (the barrier that opens it)."""
-    import plotly.graph_objects as go
-
-    evs = [e for e in res.events if e.get("trial") == trial and (variants is None or e.get("variant") in variants)]
-    starts = {}
-    for e in evs:
-        if e["stage"] == "trial":
-            starts[e["variant"]] = min(starts.get(e["variant"], e["start"]), e["start"])
-    order = [v for v in VARIANTS if v in starts] + [v for v in starts if v not in VARIANTS]
-    fig = go.Figure()
-    kinds = {"write": ("write (rank 0)", "#1f77b4"), "ok": ("read ok", "#2ca02c"), "fail": ("read failed", "#d62728")}
-    shown = set()
-    for e in evs:
-        if e["stage"] not in ("write", "read") or e["status"] == "running" or e["variant"] not in starts:
-            continue
-        kind = "write" if e["stage"] == "write" else e["status"]
-        s, end = e.get("start", e["t"]), e.get("end", e["t"])
-        t0 = starts[e["variant"]]
-        hover = (f"{e['variant']} rank {e['rank']}: {kind} {1e3 * (end - s):.1f} ms"
-                 + (f"<br>attempt {e.get('attempt')}" if e["stage"] == "read" else "")
-                 + (f"<br>{e.get('error_type')}: {(e.get('error') or '')[:150]}" if kind == "fail" else ""))
-        name, color = kinds[kind]
-        fig.add_trace(go.Bar(y=[f"{e['variant']} · rank {e['rank']}"], x=[max(1e3 * (end - s), 0.6)],
-                             base=[1e3 * (s - t0)], orientation="h", marker_color=color, name=name,
-                             legendgroup=kind, showlegend=kind not in shown, hovertext=hover, hoverinfo="text",
-                             marker_line_width=0.5, marker_line_color="white"))
-        shown.add(kind)
-    rows = [f"{v} · rank {r}" for v in order for r in range(res.nproc)]
-    fig.update_layout(barmode="overlay", height=120 + 26 * len(rows), xaxis_title="ms since the trial's barrier",
-                      title=title or f"Checkpoint race, trial {trial}: rank 0 writes, the others read",
-                      margin=dict(l=10, r=10, t=40, b=30))
-    fig.update_yaxes(categoryorder="array", categoryarray=rows, autorange="reversed")
-    return fig
 
 
 # --- the SIGKILL test ------------------------------------------------------------------------------

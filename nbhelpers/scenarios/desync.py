@@ -2,7 +2,7 @@
 
     res = desync_scenario("skip")                # 3 ranks, rank 1 skips a collective
     res.culprit                                   # 1
-    sequence_chart(res)                           # rank x collective sequence: where each rank stopped
+    nb.sequence_chart(res)                        # rank x collective sequence: where each rank stopped
     gallery()                                     # every scenario, one row each
 
 Scenarios are run by :mod:`nbhelpers.workers.desync` (each in its own torchrun world: gloo aborts
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from nbhelpers.runtime.launcher import GLOO_SOURCE, RunResult, launch
+from nbhelpers.runtime.launcher import RunResult, launch
 from nbhelpers.scenarios.api import Gallery, run_side_by_side
 
 FAULTY = ("straggler", "skip", "shape", "rank0-only", "crash")
@@ -65,70 +65,3 @@ def gallery(names=FAULTY, *, nproc: int = 3, fault_rank: int = 1, timeout: float
                      "right": res.culprit == want, "first error": res.first_error()})
     table = pd.DataFrame(rows).set_index("scenario")
     return Gallery(table, results)
-
-
-def sequence_table(res: RunResult):
-    """Rank x collective number: the call each rank made (✔ done, ✘ failed, … never returned)."""
-    import pandas as pd
-
-    cells: dict[tuple, str] = {}
-    for e in res.events:
-        if isinstance(e.get("seq"), int):
-            mark = {"running": "…", "ok": "✔", "fail": "✘"}.get(e["status"], "")
-            cells[(e["rank"], e["seq"])] = f"{mark} {e['call']} {e.get('op', '')} {e.get('shape', '')}"
-    if not cells:
-        return pd.DataFrame()
-    df = pd.Series(cells).unstack().sort_index()
-    df.index.name, df.columns.name = "rank", "collective #"
-    return df.fillna("·")
-
-
-def sequence_chart(res: RunResult, title: str | None = None):
-    """A heatmap, rank x collective number, coloured by outcome: where each rank stopped, and on what."""
-    import plotly.graph_objects as go
-
-    df = sequence_table(res)
-    code = {"✔": 0, "…": 1, "✘": 2, "·": None}
-    z = [[code.get(str(c)[:1]) for c in row] for row in df.values]
-    fig = go.Figure(go.Heatmap(
-        z=z, x=[f"#{c}" for c in df.columns], y=[f"rank {r}" for r in df.index], text=df.values,
-        texttemplate="%{text}", hoverinfo="text", zmin=0, zmax=2, showscale=False,
-        colorscale=[[0, "#b7e4b7"], [0.5, "#ffd08a"], [1, "#f4a3a3"]]))
-    who = "" if res.culprit is None else f" · culprit rank {res.culprit} ({res.verdict.kind})"
-    fig.update_layout(title=title or f"{res.name}: each rank's collectives{who}", height=120 + 45 * res.nproc,
-                      margin=dict(l=10, r=10, t=40, b=30), xaxis_title="collective number on that rank",
-                      font=dict(size=10))
-    fig.update_yaxes(autorange="reversed")
-    return fig
-
-
-def flight_recorder_table(res: RunResult):
-    """The Flight Recorder entries each rank dumped when its collective failed (torch records gloo too)."""
-    import pandas as pd
-
-    rows = []
-    for e in res.events:
-        if e.get("stage") == "flight_recorder":
-            for x in e.get("entries", []):
-                rows.append({"rank": e["rank"], **x})
-            if e.get("error"):
-                rows.append({"rank": e["rank"], "op": "(dump failed)", "state": e["error"]})
-    return pd.DataFrame(rows)
-
-
-def rank_error_table(res: RunResult):
-    """Per rank: exit code or signal, and the last line of the error its failing collective raised."""
-    import pandas as pd
-
-    rows = []
-    for r in range(res.nproc):
-        rec = res.records.get(r, {})
-        err = next((e.get("error") for e in res.events if e.get("rank") == r and e.get("status") == "fail"), None)
-        lines = [ln for ln in (err or "").splitlines() if ln.strip()]
-        if not lines:  # killed in C++ (SIGABRT): the abort message is in the log, not in an event
-            found = [ln for ln in res.logs.get(r, "").splitlines() if _ABORT.search(ln)]
-            lines = sorted(found, key=lambda ln: "size" not in ln)[:1]
-        rows.append({"rank": r, "exit": rec.get("returncode"),
-                     "signal": rec.get("signal") if not rec.get("stop_signal") else f"(stopped: {rec['stop_signal']})",
-                     "error": GLOO_SOURCE.sub("", lines[-1]).strip()[:300] if lines else ""})
-    return pd.DataFrame(rows).set_index("rank")

@@ -327,14 +327,6 @@ def check_path(master: str, port: int = 29500, ports=DEFAULT_PORTS, timeout: flo
     return rows
 
 
-def check_table(rows: list[dict]):
-    import pandas as pd
-
-    df = pd.DataFrame(rows)
-    df.insert(0, "", df.pop("ok").map({True: "✔", False: "✘"}))
-    return df.set_index("check")
-
-
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(prog="python -m nbhelpers.scenarios.netcheck", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)

@@ -447,18 +447,3 @@ def run_lab(faults=tuple(FAULTS), parallel: int = 3, **kw):
          "classified right": None} for f, why in skipped.items()]
     table = pd.DataFrame(rows).set_index("fault")
     return Gallery(table, scenarios)
-
-
-def results_markdown(table) -> str:
-    """The lab's results table as Markdown rows (for the notebook's closing note and reports)."""
-    def cell(v) -> str:
-        return "" if v is None or v != v else str(v).replace("|", "/")
-
-    out = []
-    for fault, r in table.iterrows():
-        after = "" if r["failed after s"] != r["failed after s"] or r["failed after s"] is None else f"{r['failed after s']:.1f} s"
-        bw = r["largest all_reduce MB/s"]
-        err = r["error"] or (f"none; largest all_reduce {bw:.1f} MB/s" if bw == bw and bw is not None else "none")
-        out.append(f"| {fault} | {after or '-'} | {cell(r['failed first']) or '-'} | {cell(err)} | "
-                   f"{cell(r['other node']) or '-'} | {cell(r['category']) or '-'} |")
-    return "\n".join(out)

@@ -191,27 +191,3 @@ def preset(name: str, nproc_per_node: int = 2) -> Preset:
     if name not in found:
         raise KeyError(f"no preset {name!r}; choose one of {', '.join(found)}")
     return found[name]
-
-
-def presets_table(nproc_per_node: int = 2):
-    """One row per preset: intent, what it does now, variables set and dropped, timeout."""
-    import pandas as pd
-
-    return pd.DataFrame([{"preset": p.name, "intent": p.intent, "corrected": p.summary,
-                          "sets": ", ".join(f"{c.name}={c.value}" for c in p.changes),
-                          "drops": ", ".join(d.name for d in p.dropped), "timeout s": p.timeout_s,
-                          "in code": p.in_code} for p in presets(nproc_per_node).values()]).set_index("preset")
-
-
-def advice_lint_table(interfaces: list[dict] | None = None):
-    """Lint each advised export list: one row per finding, with the advice it came from."""
-    from dataclasses import asdict, fields
-
-    import pandas as pd
-
-    from nbhelpers.diagnosis.lint import Finding
-    from nbhelpers.runtime.fingerprint import lint_env
-
-    rows = [{"advised": source, **asdict(f)} for source, env in ADVISED_EXPORTS.items()
-            for f in lint_env(env, interfaces=interfaces)]
-    return pd.DataFrame(rows, columns=["advised", *(f.name for f in fields(Finding))])

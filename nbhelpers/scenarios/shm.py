@@ -49,12 +49,3 @@ def shm_dataloader(shm_mb: int = 1, batch_size: int | None = 4, *, workers: int 
             "classified as": found[0].category if found else None,
             "fingerprint warnings": by.get("fingerprint", {}).get("warnings", []),
             "shm_total": by.get("fingerprint", {}).get("shm_total")}
-
-
-def shm_table(rows: list[dict]):
-    import pandas as pd
-
-    cols = ["shm_mb", "batch_size", "status", "seconds", "batches", "error", "worker stderr", "classified as"]
-    out = [{c: r.get(c, "") for c in cols} | ({"status": "skipped", "error": r["skipped"]} if r.get("skipped") else {})
-           for r in rows]
-    return pd.DataFrame(out, columns=cols)

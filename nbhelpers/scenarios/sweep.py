@@ -1,7 +1,7 @@
-"""Kernel side of the bandwidth sweep: launch it, tabulate algbw/busbw per size, draw it log-log.
+"""Kernel side of the bandwidth sweep: launch it, tabulate algbw/busbw per size (the chart: views.incidents).
 
     table = sweep(sizes="4K:16M:4")        # a DataFrame, one row per size; table.runs["sweep"]
-    sweep_chart(table)                     # log-log plotly chart of busbw (and time) vs size
+    nb.sweep_chart(table)                  # log-log plotly chart of busbw (and time) vs size
 
 Per size the time is the *slowest* rank's average per call (nccl-tests reports the same), so one
 slow rank shows up as a slow world.
@@ -66,24 +66,3 @@ def peak_busbw(table, min_bytes: int = 1 << 20) -> float:
     """The sweep's best bus bandwidth over sizes of at least ``min_bytes`` (small sizes are latency)."""
     big = table[table["bytes"] >= min_bytes]
     return float((big if len(big) else table)["busbw GB/s"].max())
-
-
-def sweep_chart(table, title: str | None = None):
-    """Log-log chart: busbw and algbw (left) against size; time per call on a second axis."""
-    import plotly.graph_objects as go
-
-    fig = go.Figure()
-    x = table["bytes"]
-    fig.add_trace(go.Scatter(x=x, y=table["busbw GB/s"], mode="lines+markers", name="busbw GB/s",
-                             hovertext=list(table.index), hoverinfo="text+y"))
-    fig.add_trace(go.Scatter(x=x, y=table["algbw GB/s"], mode="lines+markers", name="algbw GB/s",
-                             line=dict(dash="dot")))
-    fig.add_trace(go.Scatter(x=x, y=table["time ms"], mode="lines+markers", name="time ms", yaxis="y2",
-                             line=dict(color="#7f7f7f")))
-    op = table["op"].iloc[0] if len(table) else ""
-    fig.update_layout(title=title or f"{op} sweep: bandwidth and time per call vs size",
-                      xaxis=dict(type="log", title="size (bytes)"),
-                      yaxis=dict(type="log", title="GB/s"),
-                      yaxis2=dict(type="log", title="ms per call", overlaying="y", side="right"),
-                      height=420, margin=dict(l=10, r=10, t=40, b=30), legend=dict(x=0.01, y=0.99))
-    return fig

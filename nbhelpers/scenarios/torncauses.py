@@ -2,7 +2,7 @@
 
     truncated_copy(size_mb=20, fraction=0.5)   # a copy that stopped half-way, loaded
     full_disk(size_mb=50, disk_mb=20)          # torch.save onto a 20 MB tmpfs (private mount namespace, root)
-    causes_table([...])                        # side by side: the writer's and the reader's messages, the verdict
+    nb.causes_table([...])                     # side by side: the writer's and the reader's messages, the verdict
 
 Each returns a dict with the messages torch really raised, the classifier's category for them, and
 :func:`nbhelpers.checkpoint.explain_torn`'s verdict on the file left behind.
@@ -105,19 +105,3 @@ def race_cause(res) -> dict:
            "no reader looked twice at a torn file")
     return {"cause": "race (rank 0 still writing)", "save error": None, "load error": err,
             "category": _category(err), "verdict": verdict, "why": why}
-
-
-def causes_table(rows: list[dict]):
-    """One row per cause: the writer's and the reader's first message lines, the category, the verdict."""
-    import pandas as pd
-
-    out = []
-    for r in rows:
-        if r.get("skipped"):
-            out.append({"cause": r["cause"], "writer saw": "", "reader saw": "", "classified as": "",
-                        "explain_torn says": f"skipped: {r['skipped']}"})
-            continue
-        out.append({"cause": r["cause"], "writer saw": _first_line(r.get("save error")) or "(nothing: save returned)",
-                    "reader saw": _first_line(r.get("load error")), "classified as": r.get("category"),
-                    "explain_torn says": f"{r['verdict']}: {r['why']}"})
-    return pd.DataFrame(out).set_index("cause")
