@@ -9,6 +9,7 @@
     python -m nbhelpers run --nproc 2 [--timeout S] [--hang-after S] [--stop-on-hang] [--json] script.py [args ...]
     python -m nbhelpers run [--json] ... torchrun --nproc-per-node 2 train.py [args ...]   # your own launch line
     python -m nbhelpers run [--json] ... accelerate launch --num_processes 2 --multi_gpu train.py [args ...]
+    python -m nbhelpers run [--json] ... deepspeed --num_gpus 2 train.py [args ...]
     python -m nbhelpers --version
 
 Exit status, the same for every command: 0 nothing wrong found (the run passed, the log holds no failure, no rank
@@ -192,7 +193,7 @@ def cmd_run(args) -> int:
     try:
         watch = dict(live=False if args.json else None, reraise=False, stop_on_hang=args.stop_on_hang,
                      hang_after=None if args.hang_after == 0 else args.hang_after)
-        if command:  # the user's own torchrun / accelerate launch line, as they run it
+        if command:  # the user's own torchrun / accelerate launch / deepspeed line, as they run it
             from nbhelpers.errors import WorkbookError
             from nbhelpers.runtime.launcher import launch
             from nbhelpers.runtime.launchspec import user_launch
@@ -270,7 +271,7 @@ def main(argv=None) -> int:
                     "report it and let the process-group timeout end the job)")
     rn.add_argument("--json", action="store_true", help="print one JSON object")
     rn.add_argument("script", help="your script, or your own launch command: torchrun ..., python -m "
-                    "torch.distributed.run ..., accelerate launch ... (its options, ranks and defaults are kept; "
+                    "torch.distributed.run ..., accelerate launch ..., deepspeed ... (its options, ranks and defaults are kept; "
                     "--nproc is then ignored)")
     rn.add_argument("args", nargs=argparse.REMAINDER)
     at = sub.add_parser("attach", help="read the stacks of a job running on this node and name the rank holding it up")

@@ -164,24 +164,30 @@ dist.destroy_process_group()
 """
 
 
-@pytest.mark.parametrize("launcher", ["torchrun", "accelerate"])
+@pytest.mark.parametrize("launcher", ["torchrun", "accelerate", "deepspeed"])
 def test_run_supervises_the_users_own_launch_line(launcher, tmp_path):
-    """`run torchrun ...` / `run accelerate launch ...`: the user's launcher starts the ranks as it always does
-    (their parent is that launcher, argv is the script's), and the verdict names rank 1 and its line."""
+    """`run torchrun ...` / `run accelerate launch ...` / `run deepspeed ...`: the user's launcher starts the ranks as
+    it always does (their parent is that launcher, argv is the script's), and the verdict names rank 1 and its line."""
     import json
     import subprocess
     import sys
 
-    pytest.importorskip("accelerate") if launcher == "accelerate" else None
+    if launcher != "torchrun":
+        extra = "deepspeed" if launcher == "deepspeed" else "frameworks"
+        pytest.importorskip(launcher, reason=f"{launcher} is not installed here (pip install -e '.[{extra}]')")
     (tmp_path / "train.py").write_text(LAUNCHED)
-    line = (["torchrun", "--nproc-per-node", "2", "--standalone"] if launcher == "torchrun" else
-            ["accelerate", "launch", "--num_processes", "2", "--multi_gpu"])
+    line = {"torchrun": ["torchrun", "--nproc-per-node", "2", "--standalone"],
+            "accelerate": ["accelerate", "launch", "--num_processes", "2", "--multi_gpu"],
+            "deepspeed": ["deepspeed", "--num_gpus", "2"]}[launcher]
     out = subprocess.run([sys.executable, "-m", "nbhelpers", "run", "--json", *line, "train.py", "--lr", "3"],
                          capture_output=True, text=True, timeout=240, cwd=tmp_path)
     v = json.loads(out.stdout)
     assert out.returncode == 1 and v["culprit_rank"] == 1 and v["category"] == "rank_error", v
     assert v["culprit_where"].startswith("train.py:10"), v["culprit_where"]
     logs = {r: (Path(v["log_dir"]) / f"rank{r}.log").read_text() for r in (0, 1)}
-    assert all("argv ['train.py', '--lr', '3']" in t for t in logs.values()), logs
+    # DeepSpeed's launcher gives the script --local_rank=N first, as it does without the workbook
+    argv = {r: ["train.py", *([f"--local_rank={r}"] if launcher == "deepspeed" else []), "--lr", "3"] for r in (0, 1)}
+    assert all(f"argv {argv[r]}" in logs[r] for r in (0, 1)), logs
     parents = {t.split("parent ")[1].split()[0] for t in logs.values()}
-    assert parents <= {"pt_elastic", "torchrun", "accelerate"}, parents  # the launcher itself, as without the workbook
+    # the launcher itself, as without the workbook (DeepSpeed's is `python -m deepspeed.launcher.launch`)
+    assert parents <= {"pt_elastic", "torchrun", "accelerate", "python", "python3"}, parents

@@ -77,6 +77,29 @@ def test_the_users_own_launch_line_gets_the_shim_before_its_program_and_nothing_
     assert ul.argv[4:] == [SHIM, "--log-dir", "/L", "--", "-m", "pkg.train", "-x"] and ul.program[0] == "-m"
 
 
+def test_deepspeeds_launch_line_gets_the_shim_as_its_script():
+    # the DeepSpeed launcher starts `python -u SCRIPT --local_rank=N ARGS` per rank: the shim is its script, and puts
+    # --local_rank=N back where DeepSpeed puts it for the program (rankshim.parse)
+    from nbhelpers.runtime.launchspec import user_launch
+    from nbhelpers.runtime.rankshim import parse
+
+    pytest.importorskip("deepspeed", reason="DeepSpeed is not installed here (pip install -e '.[deepspeed]')")
+    ul = user_launch(["deepspeed", "--num_gpus", "2", "--master_port", "29511", "train.py", "--lr", "0.1"], "/L")
+    at = ul.argv.index(SHIM)
+    assert ul.argv[1:at] == ["--num_gpus", "2", "--master_port", "29511"] and ul.nproc == 2
+    assert ul.argv[at:] == [SHIM, "--log-dir", "/L", "--", "train.py", "--lr", "0.1"]
+    assert parse(["--local_rank=1", *ul.argv[at + 1:]]) == ("/L", ["train.py", "--local_rank=1", "--lr", "0.1"], True)
+
+
+def test_the_shim_puts_a_launchers_local_rank_after_the_program():
+    from nbhelpers.runtime.rankshim import parse
+
+    assert parse(["--log-dir", "D", "--", "train.py", "-x"]) == ("D", ["train.py", "-x"], True)
+    assert parse(["--local_rank=1", "--log-dir", "D", "--no-record", "--", "-m", "pkg.train", "-x"]) == \
+        ("D", ["-m", "pkg.train", "--local_rank=1", "-x"], False)
+    assert parse(["--local_rank=0", "train.py"]) is None
+
+
 def test_launch_lines_the_workbook_cannot_record_are_refused_with_what_to_do():
     from nbhelpers.errors import WorkbookError
     from nbhelpers.runtime.launchspec import is_launch_command, user_launch
@@ -84,7 +107,7 @@ def test_launch_lines_the_workbook_cannot_record_are_refused_with_what_to_do():
     assert not is_launch_command(["python", "train.py"]) and is_launch_command(["/opt/bin/torchrun", "x.py"])
     for argv, said in ((["torchrun", "--nproc-per-node", "2", "--no-python", "./a.out"], "--no-python"),
                        (["torchrun", "--nnodes", "2", "--nproc-per-node", "2", "train.py"], "several nodes"),
-                       (["deepspeed", "train.py"], "not a launch command")):
+                       (["mpirun", "-np", "2", "python", "train.py"], "not a launch command")):
         with pytest.raises(WorkbookError) as err:
             user_launch(argv, "/tmp/L")
         assert said in str(err.value) and err.value.todo, err.value

@@ -7,6 +7,7 @@ c10d rendezvous is the engine: ``--rdzv-backend c10d --rdzv-endpoint HOST:PORT -
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -89,7 +90,8 @@ class UserLaunch:
     program: list[str]
 
 
-LAUNCHERS = {"torch.distributed.run": "torchrun", "accelerate.commands.launch": "accelerate"}
+LAUNCHERS = {"torch.distributed.run": "torchrun", "accelerate.commands.launch": "accelerate",
+             "deepspeed.launcher.runner": "deepspeed"}
 
 
 def _launcher(argv: Sequence[str]) -> tuple[str | None, int]:
@@ -99,6 +101,8 @@ def _launcher(argv: Sequence[str]) -> tuple[str | None, int]:
         return "torchrun", 1
     if name == "accelerate" and len(argv) > 1 and argv[1] == "launch":
         return "accelerate", 2
+    if name == "deepspeed":
+        return "deepspeed", 1
     if name.startswith("python") and len(argv) > 2 and argv[1] == "-m" and argv[2] in LAUNCHERS:
         return LAUNCHERS[argv[2]], 3
     return None, 0
@@ -123,8 +127,8 @@ def _nproc(value, kind: str) -> int:
 
 
 def user_launch(argv: Sequence[str], shim_log_dir: str | os.PathLike) -> UserLaunch:
-    """``torchrun [opts] train.py args`` (or ``python -m torch.distributed.run``, ``accelerate launch``) with
-    ``rankshim.py --log-dir DIR --`` put before ``train.py``: the launcher runs as the user runs it, with its own
+    """``torchrun [opts] train.py args`` (or ``python -m torch.distributed.run``, ``accelerate launch``, ``deepspeed``)
+    with ``rankshim.py --log-dir DIR --`` put before ``train.py``: the launcher runs as the user runs it, with its own
     options and defaults, and each rank it starts runs the shim, which runs the program in the same process.  The
     launcher's own argument parser finds the program (torch's ``get_args_parser``, accelerate's
     ``launch_command_parser``).  Refused with a :class:`~nbhelpers.errors.WorkbookError`: a command of another
@@ -134,7 +138,7 @@ def user_launch(argv: Sequence[str], shim_log_dir: str | os.PathLike) -> UserLau
     kind, at = _launcher(argv)
     if kind is None:
         raise WorkbookError(f"not a launch command the workbook knows: {' '.join(argv[:3])} ...",
-                            "give `torchrun ...`, `python -m torch.distributed.run ...` or `accelerate launch ...`, "
+                            "give `torchrun ...`, `python -m torch.distributed.run ...`, `accelerate launch ...` or `deepspeed ...`, "
                             "or a script: `run --nproc N train.py ARGS`")
     rest = list(argv[at:])
     if kind == "torchrun":
@@ -143,6 +147,19 @@ def user_launch(argv: Sequence[str], shim_log_dir: str | os.PathLike) -> UserLau
         a = get_args_parser().parse_args(rest)
         nodes = str(a.nnodes).split(":")[-1]
         nproc, several = _nproc(a.nproc_per_node, kind), nodes.isdigit() and int(nodes) > 1
+    elif kind == "deepspeed":
+        try:  # DeepSpeed's logger writes to the stdout it sees at import: keep `run --json`'s stdout JSON only
+            with contextlib.redirect_stdout(sys.stderr):
+                from deepspeed.launcher.runner import parse_args
+        except ImportError:
+            raise WorkbookError("`deepspeed` needs DeepSpeed installed in this environment",
+                                "install it (pip install deepspeed), or run its torchrun line") from None
+        a = parse_args(rest)
+        if a.num_gpus is None or a.num_gpus < 1:
+            raise WorkbookError("`deepspeed` without --num_gpus: the workbook cannot tell how many ranks it starts",
+                                "add --num_gpus N (on CPU too: it is the number of processes)")
+        a.training_script, a.training_script_args = a.user_script, a.user_args
+        nproc, several = int(a.num_gpus), a.num_nodes > 1 or bool(a.include or a.exclude)
     else:
         try:
             from accelerate.commands.launch import launch_command_parser

@@ -266,11 +266,25 @@ def _run(target):
         runpy._run_module_as_main("__main__", alter_argv=False)
 
 
-def main(argv):
+def parse(argv: list[str]) -> tuple[str, list[str], bool] | None:
+    """``--log-dir DIR [--no-record] -- PROGRAM...`` -> (DIR, PROGRAM, keep the record); None if malformed.  The
+    DeepSpeed launcher puts ``--local_rank=N`` right after the script it starts (here, the shim): it goes back where
+    DeepSpeed would have put it for the program itself, right after its script or module name."""
+    local = argv.pop(0) if argv and argv[0].startswith("--local_rank=") else None
     if len(argv) < 3 or argv[0] != "--log-dir" or "--" not in argv:
+        return None
+    target = argv[argv.index("--") + 1:]
+    if local is not None and target:
+        at = 2 if target[0] in ("-m", "-c") else 1
+        target = [*target[:at], local, *target[at:]]
+    return argv[1], target, "--no-record" not in argv[2:argv.index("--")]  # (bench/bench_record.py: its cost)
+
+
+def main(argv):
+    parsed = parse(list(argv))
+    if parsed is None:
         sys.exit(__doc__)
-    log_dir, target = argv[1], argv[argv.index("--") + 1:]
-    keep_record = "--no-record" not in argv[2:argv.index("--")]  # (bench/bench_record.py measures the record's cost)
+    log_dir, target, keep_record = parsed
     rank = os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0"))
     os.makedirs(log_dir, exist_ok=True)
     base = os.path.join(log_dir, f"rank{rank}")
