@@ -248,30 +248,35 @@ def rank_only_calls(source: str, path: str) -> list[RankOnlyCall]:
         return []
     found: dict[int, RankOnlyCall] = {}
 
-    def block(body: list[ast.stmt], func: str, guard: tuple[ast.AST, dict] | None) -> None:
+    # a guard: (its line, its source text, the condition's catalog entry)
+    def block(body: list[ast.stmt], func: str, guard: tuple[int, str, dict] | None) -> None:
         for stmt in body:
             visit(stmt, func, guard)
             # a guard clause, "if not state.is_world_process_zero: return": the rest of the block runs only where
             # the condition holds
             if isinstance(stmt, ast.If) and not stmt.orelse and _exits(stmt.body) and \
                     (cond := _negated(stmt.test)) is not None and (entry := r.condition(cond)):
-                guard = (stmt, entry)
+                guard = (stmt.lineno, f"if {r.text(stmt.test)}: {r.text(stmt.body[-1])}", entry)
 
-    def visit(node: ast.AST, func: str, guard: tuple[ast.AST, dict] | None) -> None:
+    def visit(node: ast.AST, func: str, guard: tuple[int, str, dict] | None) -> None:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             deco = next((d for d in node.decorator_list if (_dotted(d) or _called(d) or "").split(".")[-1]
                          in _names("decorator")), None)
             entry = next(e for e in _catalog()["conditions"] if e["kind"] == "decorator") if deco else None
-            block(node.body, node.name, (deco, entry) if deco else None)
+            block(node.body, node.name, (deco.lineno, f"@{r.text(deco)}", entry) if deco else None)
             return
         if isinstance(node, ast.If):
             entry = r.condition(node.test)
-            block(node.body, func, (node, entry) if entry else guard)
+            block(node.body, func, (node.lineno, f"if {r.text(node.test)}:", entry) if entry else guard)
             block(node.orelse, func, guard)
             return
         if isinstance(node, (ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try)):
-            heads = [node.test] if isinstance(node, ast.While) else [node.iter] if isinstance(node, (ast.For, ast.AsyncFor)) \
-                else [i.context_expr for i in getattr(node, "items", [])]
+            if isinstance(node, ast.While):
+                heads = [node.test]
+            elif isinstance(node, (ast.For, ast.AsyncFor)):
+                heads = [node.iter]
+            else:
+                heads = [i.context_expr for i in getattr(node, "items", [])]
             for head in heads:
                 visit(head, func, guard)
             for field in ("body", "orelse", "finalbody"):
@@ -283,13 +288,9 @@ def rank_only_calls(source: str, path: str) -> list[RankOnlyCall]:
             hit = r.collective(node, own=True)
             if hit and node.lineno not in found:
                 inner, entry = hit
-                g, cond = guard
-                gtext = (f"if {r.text(g.test)}: {r.text(g.body[-1])}" if g.orelse == [] and _exits(g.body)
-                         and _negated(g.test) is not None and node.lineno > g.end_lineno else
-                         f"if {r.text(g.test)}:") if isinstance(g, ast.If) else f"@{r.text(g)}"
-                found[node.lineno] = RankOnlyCall(path, node.lineno, func, r.text(node), g.lineno, gtext,
-                                                  cond["holds_on"], entry["says"], entry["source"],
-                                                  None if inner is node else r.text(inner))
+                line, text, cond = guard
+                found[node.lineno] = RankOnlyCall(path, node.lineno, func, r.text(node), line, text, cond["holds_on"],
+                                                  entry["says"], entry["source"], None if inner is node else r.text(inner))
         for child in ast.iter_child_nodes(node):
             visit(child, func, guard)
 

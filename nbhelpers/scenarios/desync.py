@@ -10,7 +10,6 @@ the whole process on a size mismatch, so none of this may run in the kernel).
 """
 from __future__ import annotations
 
-import re
 
 from nbhelpers.runtime.launcher import RunResult, launch
 from nbhelpers.scenarios.api import Gallery, run_side_by_side
@@ -39,7 +38,6 @@ def guilty_rank(name: str, fault_rank: int = 1) -> int | None:
     return None if name in ("none", "eval-agreed") else 0 if name == "rank0-only" else fault_rank
 
 
-_ABORT = re.compile(r"EnforceNotMet|terminate called|what\(\):|Received data size")
 
 
 def gallery(names=FAULTY, *, nproc: int = 3, fault_rank: int = 1, timeout: float = 3.0, parallel: int = 2, **kw):

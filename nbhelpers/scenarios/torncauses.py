@@ -22,10 +22,6 @@ def _category(text: str | None) -> str | None:
     return found[0].category if found else None
 
 
-def _first_line(text: str | None) -> str:
-    return (text or "").splitlines()[0][:200] if text else ""
-
-
 def truncated_copy(size_mb: float = 20.0, fraction: float = 0.5) -> dict:
     """Save a checkpoint, copy only ``fraction`` of it (an interrupted copy or download), load the copy."""
     import torch

@@ -4,16 +4,21 @@ causes, /dev/shm, the env presets, the path checks and the two-host lab.  Each r
 """
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Sequence
 
 from nbhelpers.scenarios.ckptrace import DESCRIBE, VARIANTS
 from nbhelpers.runtime.launcher import GLOO_SOURCE
-from nbhelpers.scenarios.desync import _ABORT
 from nbhelpers.scenarios.presets import ADVISED_EXPORTS, presets
-from nbhelpers.scenarios.torncauses import _first_line
 
 if TYPE_CHECKING:
     from nbhelpers.runtime.launcher import RunResult
+
+ABORT = re.compile(r"EnforceNotMet|terminate called|what\(\):|Received data size")  # gloo's abort, in a rank's log
+
+
+def _first_line(text: str | None) -> str:
+    return (text or "").splitlines()[0][:200] if text else ""
 
 __all__ = ["trials_table", "variant_table", "error_table", "race_timeline", "sequence_table", "sequence_chart", "flight_recorder_table", "rank_error_table", "check_table", "shm_table", "sweep_chart", "causes_table", "presets_table", "advice_lint_table", "results_markdown"]
 
@@ -177,7 +182,7 @@ def rank_error_table(res: RunResult):
         err = next((e.get("error") for e in res.events if e.get("rank") == r and e.get("status") == "fail"), None)
         lines = [ln for ln in (err or "").splitlines() if ln.strip()]
         if not lines:  # killed in C++ (SIGABRT): the abort message is in the log, not in an event
-            found = [ln for ln in res.logs.get(r, "").splitlines() if _ABORT.search(ln)]
+            found = [ln for ln in res.logs.get(r, "").splitlines() if ABORT.search(ln)]
             lines = sorted(found, key=lambda ln: "size" not in ln)[:1]
         rows.append({"rank": r, "exit": rec.get("returncode"),
                      "signal": rec.get("signal") if not rec.get("stop_signal") else f"(stopped: {rec['stop_signal']})",
