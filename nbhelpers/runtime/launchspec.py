@@ -138,8 +138,8 @@ def user_launch(argv: Sequence[str], shim_log_dir: str | os.PathLike) -> UserLau
     kind, at = _launcher(argv)
     if kind is None:
         raise WorkbookError(f"not a launch command the workbook knows: {' '.join(argv[:3])} ...",
-                            "give `torchrun ...`, `python -m torch.distributed.run ...`, `accelerate launch ...` or `deepspeed ...`, "
-                            "or a script: `run --nproc N train.py ARGS`")
+                            "give `torchrun ...`, `python -m torch.distributed.run ...`, `accelerate launch ...` or "
+                            "`deepspeed ...`, or a script: `run --nproc N train.py ARGS`")
     rest = list(argv[at:])
     if kind == "torchrun":
         from torch.distributed.run import get_args_parser
@@ -153,7 +153,7 @@ def user_launch(argv: Sequence[str], shim_log_dir: str | os.PathLike) -> UserLau
                 from deepspeed.launcher.runner import parse_args
         except ImportError:
             raise WorkbookError("`deepspeed` needs DeepSpeed installed in this environment",
-                                "install it (pip install deepspeed), or run its torchrun line") from None
+                                "install it (pip install -e '.[deepspeed]'), or run its torchrun line") from None
         a = parse_args(rest)
         if a.num_gpus is None or a.num_gpus < 1:
             raise WorkbookError("`deepspeed` without --num_gpus: the workbook cannot tell how many ranks it starts",

@@ -270,7 +270,8 @@ def parse(argv: list[str]) -> tuple[str, list[str], bool] | None:
     """``--log-dir DIR [--no-record] -- PROGRAM...`` -> (DIR, PROGRAM, keep the record); None if malformed.  The
     DeepSpeed launcher puts ``--local_rank=N`` right after the script it starts (here, the shim): it goes back where
     DeepSpeed would have put it for the program itself, right after its script or module name."""
-    local = argv.pop(0) if argv and argv[0].startswith("--local_rank=") else None
+    local = argv[0] if argv and argv[0].startswith("--local_rank=") else None
+    argv = argv[1:] if local else argv
     if len(argv) < 3 or argv[0] != "--log-dir" or "--" not in argv:
         return None
     target = argv[argv.index("--") + 1:]
@@ -281,7 +282,7 @@ def parse(argv: list[str]) -> tuple[str, list[str], bool] | None:
 
 
 def main(argv):
-    parsed = parse(list(argv))
+    parsed = parse(argv)
     if parsed is None:
         sys.exit(__doc__)
     log_dir, target, keep_record = parsed

@@ -20,7 +20,11 @@ ABORT = re.compile(r"EnforceNotMet|terminate called|what\(\):|Received data size
 def _first_line(text: str | None) -> str:
     return (text or "").splitlines()[0][:200] if text else ""
 
-__all__ = ["trials_table", "variant_table", "error_table", "race_timeline", "sequence_table", "sequence_chart", "flight_recorder_table", "rank_error_table", "check_table", "shm_table", "sweep_chart", "causes_table", "presets_table", "advice_lint_table", "results_markdown"]
+__all__ = [
+    "trials_table", "variant_table", "error_table", "race_timeline", "sequence_table", "sequence_chart",
+    "flight_recorder_table", "rank_error_table", "check_table", "shm_table", "sweep_chart", "causes_table",
+    "presets_table", "advice_lint_table", "results_markdown"
+]
 
 
 # ---- ckptrace --------------------------------------------------------------------------------------------------------
