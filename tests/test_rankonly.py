@@ -133,3 +133,65 @@ def test_a_lightning_metric_synced_under_rank_zero_is_named_at_its_line(tmp_path
     assert v["culprit_where"].endswith('lit_paraphrase_bert.py:102 in on_validation_epoch_end: self.log("val_f1", '
                                        'float(f1_score(labels, preds, zero_division=0)), sync_dist=True)'), v
     assert "is_global_zero" in v["reason"] and any("sync_dist" in r for r in v["remedies"]), v
+
+
+HELPER = '''
+import torch.distributed as dist
+
+def setup(name):
+    dist.init_process_group("gloo")
+    return dist.get_rank(), dist.get_world_size(), f"/tmp/{name}"
+'''
+
+SCRIPT = '''
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from helpers import setup
+
+class Keeper:
+    def write(self, model):
+        dcp.save({"model": model.state_dict()}, checkpoint_id="best")
+
+def save(model):
+    dist.barrier()
+
+def main(model, keeper, sub):
+    r, world, out = setup("x")
+    if r == 0:
+        keeper.write(model)                 # DCP's save, on rank 0 only
+        torch.save(model.state_dict(), out)  # torch.save: not the file's own save()
+        dist.all_reduce(model.w, group=sub)  # a subgroup of its own: may be meant for some ranks
+    if out:
+        dist.barrier()                      # out is no rank: every rank
+    if r != 0:
+        dist.all_reduce(model.w)            # every rank but 0
+'''
+
+
+def test_a_rank_from_a_helper_module_and_a_dcp_save_in_a_method_of_the_files_own():
+    from nbhelpers.diagnosis.structure import project_flow
+
+    flow = project_flow({"helpers.py": HELPER, "train.py": SCRIPT})
+    found = rank_only_calls(SCRIPT, "train.py", flow.of("train.py"))
+    assert [(c.call, c.via, c.holds_on, c.only, c.but) for c in found] == [
+        ("keeper.write(model)", 'dcp.save({"model": model.state_dict()}, checkpoint_id="best")', "rank 0", 0, None),
+        ("dist.all_reduce(model.w)", None, "every rank but 0", None, 0)]
+    assert rank_only_calls(SCRIPT, "train.py") == []   # read alone, r is nobody's rank
+
+
+@pytest.mark.parametrize("src", [
+    # accelerate's main_process_first, written out: the others wait before, rank 0 after: every rank waits once
+    "import torch.distributed as dist\ndef f(x):\n    is_main = dist.get_rank() == 0\n    if not is_main:\n"
+    "        dist.barrier()\n    x.prepare()\n    if is_main:\n        dist.barrier()\n",
+    # a broadcast on both branches: the sender's and the receivers'
+    "import torch.distributed as dist\ndef f(x, y):\n    rank = dist.get_rank()\n    if rank == 0:\n"
+    "        dist.broadcast(x, 0)\n    else:\n        dist.broadcast(y, 0)\n",
+    # a test whose ranks the code does not say (rank % 2 is no one rank)
+    "import torch.distributed as dist\ndef f(x):\n    rank = dist.get_rank()\n    if rank % 2 == 1:\n"
+    "        dist.barrier()\n",
+])
+def test_what_is_not_a_rank_only_collective_with_the_flow(src):
+    from nbhelpers.diagnosis.structure import rank_flow
+
+    assert rank_only_calls(src, "train.py", rank_flow(src)) == []

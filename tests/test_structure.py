@@ -164,3 +164,30 @@ def test_a_loop_left_early_has_a_guarded_break_or_return_of_its_own():
            "            return\n")
     assert loop_exit(src, 2) == 7 and loop_exit(src, 3) == 5
     assert loop_exit(src, 8) is None and loop_exit(src, 10) == 12 and loop_exit(src, 4) is None
+
+
+def test_which_ranks_a_test_holds_on():
+    import ast
+
+    from nbhelpers.diagnosis.structure import RankFlow
+
+    src = '''
+import os
+import torch.distributed as dist
+class Ctx:
+    def __init__(self):
+        self.rank = int(os.environ["RANK"])
+        self.leader = self.rank == 0
+    @property
+    def primary(self):
+        return self.rank == 0
+def is_primary():
+    return dist.get_rank() == 0
+c = Ctx()
+'''
+    tests = {"c.leader": ("eq", 0), "c.primary": ("eq", 0), "is_primary()": ("eq", 0), "not is_primary()": ("ne", 0),
+             "c.rank != 0": ("ne", 0), "not c.rank": ("eq", 0), "0 == c.rank": ("eq", 0), "c.rank > 0": ("ne", 0),
+             "c.rank == 1": ("eq", 1), "c.rank % 2 == 1": None, "not c.leader": ("ne", 0), "c.rank < 1": ("eq", 0)}
+    flow = RankFlow(src + "".join(f"if {t}: pass\n" for t in tests))
+    got = {ast.unparse(n.test): flow.which(n.test) for n in ast.walk(flow.tree) if isinstance(n, ast.If)}
+    assert got == tests

@@ -19,7 +19,8 @@ from typing import Callable, Iterator
 from nbhelpers.diagnosis.api import Failure, Rule, Verdict
 from nbhelpers.diagnosis.hang import rank_ranges
 from nbhelpers.diagnosis.rankonly import rank_only_calls
-from nbhelpers.diagnosis.structure import early_exit_before, loop_exit, mapped_rewrites, rank_flow, sigbus_doc
+from nbhelpers.diagnosis.structure import (early_exit_before, loop_exit, mapped_rewrites, project_flow, rank_flow,
+                                          sigbus_doc)
 from nbhelpers.diagnosis.tracebacks import (RANK_PREFIX, SPY_FRAME, Frame, Where, exceptions, faulthandler_as_spy,
                                             faulthandler_threads, stack_frames, where_from)
 from nbhelpers.diagnosis.watchdog import SHORT_TIMEOUT_MS, timeout_ms
@@ -732,10 +733,12 @@ def rank_only_collective(ev: Evidence) -> Verdict | None:
     rank waited until the timeout or lost its peer, the run was stopped hung, or gloo aborted a rank on a size
     mismatch; no rank died of an error of its own).  Concludes: a call the library documents as one every rank must
     make (``accelerator.wait_for_everyone()``, ``self.log(..., sync_dist=True)``, the Trainer's ``evaluate()``, a
-    ``torch.distributed`` collective) sits under a condition the library documents as true on rank 0 only
-    (``is_main_process``, ``trainer.is_global_zero``, ``state.is_world_process_zero``, ``dist.get_rank() == 0``):
-    rank 0 makes collectives the others never match (:mod:`nbhelpers.diagnosis.rankonly`).  Rank 0 is named at
-    that line, whatever the stacks show: the frameworks defer such collectives into their own loops."""
+    ``torch.distributed`` collective, ``dcp.save``) sits under a condition the library documents as true on rank 0
+    only (``is_main_process``, ``trainer.is_global_zero``, ``state.is_world_process_zero``), or under any test of a
+    value that differs by rank, followed through the script and the modules it imports (``rank, world, out =
+    setup()`` in a helper module, ``if rank == 0:``; :class:`~nbhelpers.diagnosis.structure.RankFlow`): those ranks
+    make collectives the others never match (:mod:`nbhelpers.diagnosis.rankonly`).  The rank the test holds on is
+    named at that line, whatever the stacks show: the frameworks defer such collectives into their own loops."""
     if ev.status == "ok" or not ev.sources:
         return None
     mismatch = [v for v in ev.crashed_alone if v.record.get("signal") == "SIGABRT" and SIZE_MISMATCH.search(v.log)]
@@ -744,15 +747,19 @@ def rank_only_collective(ev: Evidence) -> Verdict | None:
     if not mismatch and ev.status not in ("hang", "timeout", "interrupted") and \
             not any(_is_victim_error(v.error) for v in ev.views):
         return None
-    found = [c for path, text in ev.sources.items() for c in rank_only_calls(text, path)]
-    if not found or 0 not in ev.by_rank:
+    flow = project_flow(ev.sources)
+    found = [c for path, text in ev.sources.items() for c in rank_only_calls(text, path, flow.of(path))]
+    who = [c.only if c.only is not None else 1 - c.but if c.but in (0, 1) and ev.world == 2 else None for c in found]
+    found = [(c, r) for c, r in zip(found, who) if r in ev.by_rank]
+    if not found:
         return None
-    c = found[0]
+    c, culprit = found[0]
     via = f" (which calls {c.via})" if c.via else ""
     others = f"; {len(found) - 1} more such call{'s' if len(found) > 2 else ''} in the source" if len(found) > 1 else ""
-    v = ev.blame(0, Rule.RANK_ONLY_COLLECTIVE, f"{c.call}{via} at {c.file.rsplit('/', 1)[-1]}:{c.line} runs only "
-                 f"under `{c.guard}` (line {c.guard_line}), which holds on {c.holds_on} only, but {c.says}: rank 0 "
-                 f"makes collectives the other ranks never match{others}. Call it on every rank (keep only the "
+    makes = f"rank {culprit} makes" if c.only is not None else f"every rank but {c.but} makes"
+    v = ev.blame(culprit, Rule.RANK_ONLY_COLLECTIVE, f"{c.call}{via} at {c.file.rsplit('/', 1)[-1]}:{c.line} runs "
+                 f"only under `{c.guard}` (line {c.guard_line}), which holds on {c.holds_on} only, but {c.says}: "
+                 f"{makes} collectives the other ranks never match{others}. Call it on every rank (keep only the "
                  "printing or saving under the condition)",
                  [f"line {c.guard_line}: {c.guard}", f"line {c.line}: {c.call}", f"documented: {c.source}"]
                  + [f"rank {w.rank}: {w.error}" for w in ev.views if w.error][:2],

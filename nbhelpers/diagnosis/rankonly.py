@@ -40,6 +40,9 @@ class RankOnlyCall:
     says: str            # what the library documents about the call
     source: str          # where it documents it
     via: str | None = None   # the collective inside the called function, when the call is one of the file's own
+    only: int | None = None  # the one rank that makes it, when the condition says
+    but: int | None = None   # every rank but this one makes it, when the condition says
+    op: str = ""             # the library call's name (``barrier``, ``save``)
 
     @property
     def where(self) -> str:
@@ -51,19 +54,21 @@ def _catalog() -> dict:
     return json.loads(resources.files("nbhelpers").joinpath("data/rank_only.json").read_text())
 
 
-def _dist_aliases(tree: ast.AST) -> tuple[set[str], dict[str, str]]:
-    """Names bound to the torch.distributed module, and names imported from it (local name -> its name there)."""
+def _aliases(tree: ast.AST, module: str) -> tuple[set[str], dict[str, str]]:
+    """Names bound to ``module`` (``import torch.distributed as dist``, ``from torch import distributed``), and names
+    imported from it (local name -> its name there)."""
+    parent, _, leaf = module.rpartition(".")
     modules, names = set(), {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
-                if a.name == "torch.distributed" and a.asname:
-                    modules.add(a.asname)
-        elif isinstance(node, ast.ImportFrom) and node.module in ("torch", "torch.distributed"):
-            for a in node.names:
-                if node.module == "torch" and a.name == "distributed":
+                if a.name == module:
                     modules.add(a.asname or a.name)
-                elif node.module == "torch.distributed":
+        elif isinstance(node, ast.ImportFrom) and node.module in (parent, module):
+            for a in node.names:
+                if node.module == parent and a.name == leaf:
+                    modules.add(a.asname or a.name)
+                elif node.module == module:
                     names[a.asname or a.name] = a.name
     return modules, names
 
@@ -74,10 +79,14 @@ def _imports(tree: ast.AST, top: str) -> bool:
 
 
 class _Reader:
-    def __init__(self, source: str, path: str):
-        self.source, self.path = source, path
+    def __init__(self, source: str, path: str, flow=None):
+        self.source, self.path, self.flow = source, path, flow
         self.tree = ast.parse(source)
-        self.modules, self.from_dist = _dist_aliases(self.tree)
+        self.modules = {a.asname or a.name.split(".")[0] for n in ast.walk(self.tree) if isinstance(n, ast.Import)
+                        for a in n.names} | {a.asname or a.name for n in ast.walk(self.tree)
+                                             if isinstance(n, ast.ImportFrom) for a in n.names}
+        self.aliases = {m: _aliases(self.tree, m) for m in {e["module"] for e in _catalog()["collectives"]
+                                                           if "module" in e}}
         self.imported = {top: _imports(self.tree, top) for top in
                          {e["imports"] for e in _catalog()["collectives"] if "imports" in e}}
         self.built: dict[str, set[str]] = {}   # library -> the names and attributes the file binds to its objects
@@ -115,9 +124,10 @@ class _Reader:
         for entry in _catalog()["collectives"]:
             if name not in entry["names"]:
                 continue
-            if entry["kind"] == "torch.distributed":
-                if isinstance(f, ast.Attribute) and self._is_dist(f.value) or \
-                        isinstance(f, ast.Name) and self.from_dist.get(name) == name:
+            if "module" in entry:   # a function of that module, by any name the file gives it
+                modules, names = self.aliases[entry["module"]]
+                if isinstance(f, ast.Attribute) and (_dotted(f.value) in modules or _dotted(f.value) == entry["module"]) \
+                        or isinstance(f, ast.Name) and names.get(name) == name:
                     return call, entry
                 continue
             if not isinstance(f, ast.Attribute) or name in self.defs:
@@ -134,15 +144,9 @@ class _Reader:
             if "built_by" in entry and _dotted(f.value).split(".")[-1] not in self.built[entry["built_by"]]:
                 continue
             return call, entry
-        if own and name in self.makes:  # one of this file's functions, or a method of one of its classes
-            return self.makes[name]
-        return None
-
-    def _is_dist(self, node: ast.AST) -> bool:
-        if isinstance(node, ast.Name):
-            return node.id in self.modules
-        return isinstance(node, ast.Attribute) and node.attr == "distributed" and isinstance(node.value, ast.Name) \
-            and node.value.id == "torch"
+        if own and name in self.makes and not (isinstance(f, ast.Attribute) and _dotted(f.value) in self.modules):
+            return self.makes[name]   # one of this file's functions, or a method of one of its classes (not
+        return None                   # ``torch.save`` beside a ``save()`` of the file's own)
 
     def condition(self, test: ast.AST) -> dict | None:
         """The catalog entry of the rank-only condition ``test`` is, or holds as a term of an ``and``; None."""
@@ -158,6 +162,9 @@ class _Reader:
                     return entry
                 if kind == "env_is_zero" and _env_name(v) in entry["names"]:
                     return entry
+        if self.flow is not None and self.flow.tainted(test) and (which := self.flow.which(test)):
+            return {"kind": "rank_valued", "holds_on": f"rank {which[1]}" if which[0] == "eq" else
+                    f"every rank but {which[1]}", "which": which}
         return None
 
 
@@ -239,11 +246,29 @@ def _dotted(node: ast.AST) -> str:
     return f"{_dotted(node.value)}.{node.attr}" if isinstance(node, ast.Attribute) else ""
 
 
-def rank_only_calls(source: str, path: str) -> list[RankOnlyCall]:
-    """Every collective call in ``source`` that only the rank(s) of a documented rank-only condition make, in the
-    order of the file; [] when the source does not parse."""
+def _in_group(call: ast.Call) -> bool:
+    """The call names a process group of its own (``group=``, ``process_group=``): a subgroup's ranks may be the
+    only ones that make it."""
+    return any(k.arg in ("group", "process_group", "pg") and not (isinstance(k.value, ast.Constant) and
+                                                                  k.value.value is None) for k in call.keywords)
+
+
+def _both_sides(r: "_Reader", node: ast.If) -> bool:
+    """Both branches of the ``if`` make a collective of the same name (``broadcast`` to send on one, to receive on
+    the other)."""
+    def names(body):
+        return {_called(h[0]) for stmt in body for c in ast.walk(stmt) if isinstance(c, ast.Call)
+                and (h := r.collective(c, own=True))}
+    return bool(node.orelse) and bool(names(node.body) & names(node.orelse))
+
+
+def rank_only_calls(source: str, path: str, flow=None) -> list[RankOnlyCall]:
+    """Every collective call in ``source`` that only the rank(s) of a rank-only condition make, in the order of the
+    file; [] when the source does not parse.  The conditions: those the libraries document (the catalog), and, given
+    ``flow`` (a :class:`~nbhelpers.diagnosis.structure.RankFlow` of the file), any test of a value that differs by
+    rank, for calls on the whole world (a call on a subgroup of its own may be meant for some ranks)."""
     try:
-        r = _Reader(source, path)
+        r = _Reader(source, path, flow)
     except (SyntaxError, ValueError):
         return []
     found: dict[int, RankOnlyCall] = {}
@@ -267,6 +292,8 @@ def rank_only_calls(source: str, path: str) -> list[RankOnlyCall]:
             return
         if isinstance(node, ast.If):
             entry = r.condition(node.test)
+            if entry and _both_sides(r, node):
+                entry = None   # the other branch makes the same collective: every rank makes one
             block(node.body, func, (node.lineno, f"if {r.text(node.test)}:", entry) if entry else guard)
             block(node.orelse, func, guard)
             return
@@ -286,16 +313,24 @@ def rank_only_calls(source: str, path: str) -> list[RankOnlyCall]:
             return
         if isinstance(node, ast.Call) and guard is not None:
             hit = r.collective(node, own=True)
-            if hit and node.lineno not in found:
+            line, text, cond = guard
+            if hit and node.lineno not in found and not (cond["kind"] == "rank_valued" and _in_group(hit[0])):
                 inner, entry = hit
-                line, text, cond = guard
+                which = cond.get("which") or ("eq", 0)
                 found[node.lineno] = RankOnlyCall(path, node.lineno, func, r.text(node), line, text, cond["holds_on"],
-                                                  entry["says"], entry["source"], None if inner is node else r.text(inner))
+                                                  entry["says"], entry["source"], None if inner is node else r.text(inner),
+                                                  which[1] if which[0] == "eq" else None,
+                                                  which[1] if which[0] == "ne" else None, _called(inner) or "")
         for child in ast.iter_child_nodes(node):
             visit(child, func, guard)
 
     visit(r.tree, "<module>", None)
-    return [found[k] for k in sorted(found)]
+    # the same collective on rank k and, in the same function, on every rank but k (``if not is_main: barrier()``
+    # ... ``if is_main: barrier()``, accelerate's main_process_first): every rank makes one
+    both = {(c.func, c.op, c.only) for c in found.values() if c.only is not None} & \
+        {(c.func, c.op, c.but) for c in found.values() if c.but is not None}
+    return [c for _, c in sorted(found.items()) if (c.func, c.op, c.only) not in both and (c.func, c.op, c.but)
+            not in both]
 
 
 def _names(kind: str) -> set[str]:

@@ -8,6 +8,7 @@ nothing by names: any condition, any variables, read from the tree of the functi
 from __future__ import annotations
 
 import ast
+import copy
 import json
 from dataclasses import dataclass
 from functools import lru_cache
@@ -15,8 +16,8 @@ from importlib import resources
 
 from nbhelpers.diagnosis.rankonly import _called, _names
 
-__all__ = ["EarlyExit", "MappedRewrite", "RankFlow", "early_exit_before", "loop_exit", "mapped_rewrites", "rank_flow",
-           "sigbus_doc"]
+__all__ = ["EarlyExit", "MappedRewrite", "RankFlow", "early_exit_before", "imported_modules", "loop_exit", "mapped_rewrites", "project_flow",
+           "rank_flow", "sigbus_doc"]
 
 
 @dataclass(frozen=True)
@@ -187,67 +188,120 @@ def mapped_rewrites(source: str) -> list[MappedRewrite]:
 # ---- values that differ by rank -----------------------------------------------------------------------------
 
 class RankFlow:
-    """Which values of one source file differ from rank to rank, followed through the file's own code.
+    """Which values of the user's source differ from rank to rank, followed through the user's own code.
 
     A value is rank-valued when it comes from what the libraries document as the process's rank or role (the
     catalog's conditions in ``data/rank_only.json``: ``dist.get_rank()``, ``os.environ["RANK"]``, accelerate's
     ``is_main_process``, Lightning's ``global_rank``, the Trainer's ``is_world_process_zero()``; and the first
     argument ``mp.spawn`` passes its function, the process index), or is computed from such a value: a variable or an
     attribute assigned from one (``rank = dist.get_rank()``, ``self.is_main = self.rank == 0``), a function that
-    returns one (``def is_main_process(): return dist.get_rank() == 0``), a parameter that a call in the file passes
-    one to (``Trainer(rank=rank)``).  What the user named a thing is never read."""
+    returns one (``def is_main_process(): return dist.get_rank() == 0``) or a tuple holding one (``return
+    dist.get_rank(), dist.get_world_size(), out``: only that item of ``rank, world, out = setup()`` is), a parameter
+    that a call passes one to (``Trainer(rank=rank)``).  The files of a project are read together (``sources``: the
+    script and the modules it imports): a helper module's function or attribute is followed into the script that
+    uses it, while a variable stays in its own file.  What the user named a thing is never read."""
 
-    def __init__(self, source: str):
-        self.tree = ast.parse(source)
-        self.source = source
+    def __init__(self, source: str | None = None, sources: dict[str, str] | None = None, path: str = "<script>"):
+        files = dict(sources or {})
+        if source is not None:
+            files[path] = source
+        self.trees = {}
+        for p, text in files.items():
+            try:
+                self.trees[p] = ast.parse(text)
+            except (SyntaxError, ValueError):
+                if p == path and source is not None:
+                    raise
+        self.sources = files
+        self.path = path if path in self.trees else next(iter(self.trees), path)
         self.lib_names = _names("flag") | _names("rank_is_zero")
         self.env_names = _names("env_is_zero")
-        self.names: set[str] = set()
+        self.local: dict[str, set[str]] = {p: set() for p in self.trees}   # file -> its rank-valued variables
         self.attrs: set[str] = set()
         self.funcs: set[str] = set()
+        self.parts: dict[str, set[int]] = {}   # functions that return a tuple: the items that are rank-valued
+        self.value_of: dict[str, ast.AST] = {}  # a rank-valued name, attribute or function: the value it was given
         defs = {}
-        for node in ast.walk(self.tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                defs.setdefault(node.name, node)
-            elif isinstance(node, ast.ClassDef):
-                init = next((b for b in node.body if isinstance(b, ast.FunctionDef) and b.name == "__init__"), None)
-                if init is not None:
-                    defs.setdefault(node.name, init)
-        for _ in range(12):  # to a fixpoint: each round follows one more step of the file's own code
-            before = (len(self.names), len(self.attrs), len(self.funcs))
-            for node in ast.walk(self.tree):
-                self._step(node, defs)
-            if (len(self.names), len(self.attrs), len(self.funcs)) == before:
+        for tree in self.trees.values():
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    defs.setdefault(node.name, node)
+                elif isinstance(node, ast.ClassDef):
+                    init = next((b for b in node.body if isinstance(b, ast.FunctionDef) and b.name == "__init__"), None)
+                    if init is not None:
+                        defs.setdefault(node.name, init)
+        size = lambda: (sum(map(len, self.local.values())), len(self.attrs), len(self.funcs),  # noqa: E731
+                        sum(map(len, self.parts.values())))
+        for _ in range(12):  # to a fixpoint: each round follows one more step of the code
+            before = size()
+            for p, tree in self.trees.items():
+                for node in ast.walk(tree):
+                    self._step(node, defs, p)
+            if size() == before:
                 break
 
-    def _target(self, t: ast.AST) -> None:
+    @property
+    def names(self) -> set[str]:
+        return self.local.get(self.path, set())
+
+    def of(self, path: str) -> "RankFlow":
+        """The same flow, read from file ``path`` (its own variables)."""
+        view = copy.copy(self)
+        view.path = path
+        return view
+
+    @property
+    def tree(self) -> ast.AST:
+        return self.trees[self.path]
+
+    @property
+    def source(self) -> str:
+        return self.sources[self.path]
+
+    def _target(self, t: ast.AST, path: str, value: ast.AST | None = None) -> None:
         if isinstance(t, ast.Name):
-            self.names.add(t.id)
+            self.local[path].add(t.id)
         elif isinstance(t, ast.Attribute):
             self.attrs.add(t.attr)
+        name = t.id if isinstance(t, ast.Name) else t.attr if isinstance(t, ast.Attribute) else None
+        if name and value is not None:
+            self.value_of.setdefault(name, value)
 
-    def _step(self, node: ast.AST, defs: dict) -> None:
+    def _step(self, node: ast.AST, defs: dict, path: str) -> None:
+        tainted = lambda e: self._tainted(e, path)  # noqa: E731
         if isinstance(node, ast.Assign):
             for t in node.targets:
                 if isinstance(t, ast.Tuple) and isinstance(node.value, ast.Tuple) and len(t.elts) == len(node.value.elts):
                     for a, b in zip(t.elts, node.value.elts):
-                        if self.tainted(b):
-                            self._target(a)
-                elif self.tainted(node.value):
-                    self._target(t)
-        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and node.value is not None and self.tainted(node.value):
-            self._target(node.target)
+                        if tainted(b):
+                            self._target(a, path, b)
+                elif isinstance(t, ast.Tuple) and (parts := self.parts.get(_called(node.value) or "")):
+                    for i, a in enumerate(t.elts):
+                        if i in parts:
+                            self._target(a, path)
+                elif tainted(node.value):
+                    self._target(t, path, node.value)
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and node.value is not None and tainted(node.value):
+            self._target(node.target, path, node.value if isinstance(node, ast.AnnAssign) else None)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            if any(isinstance(r, ast.Return) and r.value is not None and self.tainted(r.value) for r in ast.walk(node)):
-                self.funcs.add(node.name)
-                self.attrs.add(node.name)  # a @property, read as an attribute
+            for r in ast.walk(node):
+                if not isinstance(r, ast.Return) or r.value is None:
+                    continue
+                if isinstance(r.value, ast.Tuple):
+                    items = {i for i, e in enumerate(r.value.elts) if tainted(e)}
+                    if items:
+                        self.parts.setdefault(node.name, set()).update(items)
+                elif tainted(r.value):
+                    self.funcs.add(node.name)
+                    self.attrs.add(node.name)  # a @property, read as an attribute
+                    self.value_of.setdefault(node.name, r.value)
         elif isinstance(node, ast.Call):
             name = _called(node)
             if name in ("spawn", "start_processes") and node.args and isinstance(node.args[0], (ast.Name, ast.Attribute)):
                 fn = defs.get(node.args[0].id if isinstance(node.args[0], ast.Name) else node.args[0].attr)
                 params = fn.args.args if fn is not None else []
                 if params:
-                    self.names.add(params[0].arg)  # mp.spawn calls fn(i, *args): i is the process index
+                    self._param(fn, params[0].arg)  # mp.spawn calls fn(i, *args): i is the process index
             fn = defs.get(name)
             if fn is None:
                 return
@@ -255,20 +309,29 @@ class RankFlow:
             if params and params[0] == "self":
                 params = params[1:]
             for i, arg in enumerate(node.args):
-                if i < len(params) and self.tainted(arg):
-                    self.names.add(params[i])
+                if i < len(params) and tainted(arg):
+                    self._param(fn, params[i])
             for kw in node.keywords:
-                if kw.arg in params and self.tainted(kw.value):
-                    self.names.add(kw.arg)
+                if kw.arg in params and tainted(kw.value):
+                    self._param(fn, kw.arg)
+
+    def _param(self, fn: ast.AST, name: str) -> None:
+        """A parameter of ``fn`` is rank-valued: in the file that defines it."""
+        for p, tree in self.trees.items():
+            if any(n is fn for n in ast.walk(tree)):
+                self.local[p].add(name)
+                return
 
     def tainted(self, expr: ast.AST) -> bool:
-        """Whether ``expr`` is a rank-valued value or computed from one by arithmetic, comparison, logic, indexing or
-        a conversion (``int(os.environ["RANK"])``, ``rank % world == world - 1``, ``ROLE[rank]``).  A value that some
-        other call computes from the rank (a DataLoader over the rank's slice, its loss) is the rank's data, not its
-        role: a test on it may hold on any rank."""
-        n = expr
+        """Whether ``expr`` (of this view's file) is a rank-valued value or computed from one by arithmetic,
+        comparison, logic, indexing or a conversion (``int(os.environ["RANK"])``, ``rank % world == world - 1``,
+        ``ROLE[rank]``).  A value that some other call computes from the rank (a DataLoader over the rank's slice, its
+        loss) is the rank's data, not its role: a test on it may hold on any rank."""
+        return self._tainted(expr, self.path)
+
+    def _tainted(self, n: ast.AST, path: str) -> bool:
         if isinstance(n, ast.Name):
-            return n.id in self.names
+            return n.id in self.local[path]
         if isinstance(n, ast.Attribute):
             return n.attr in self.attrs or n.attr in self.lib_names
         if isinstance(n, ast.Call):
@@ -278,14 +341,68 @@ class RankFlow:
             if name in ("get", "getenv") and n.args and isinstance(n.args[0], ast.Constant) \
                     and n.args[0].value in self.env_names:
                 return True
-            return name in ("int", "str", "bool", "float") and any(self.tainted(a) for a in n.args)
+            return name in ("int", "str", "bool", "float") and any(self._tainted(a, path) for a in n.args)
         if isinstance(n, ast.Subscript):
             if isinstance(n.slice, ast.Constant) and n.slice.value in self.env_names:
                 return True
-            return self.tainted(n.value) or self.tainted(n.slice)
+            return self._tainted(n.value, path) or self._tainted(n.slice, path)
         if isinstance(n, (ast.Compare, ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.IfExp, ast.Tuple, ast.List)):
-            return any(self.tainted(c) for c in ast.iter_child_nodes(n) if isinstance(c, ast.expr))
+            return any(self._tainted(c, path) for c in ast.iter_child_nodes(n) if isinstance(c, ast.expr))
         return False
+
+    def which(self, test: ast.AST, depth: int = 0) -> tuple[str, int] | None:
+        """The ranks where the rank-valued ``test`` holds, when the code says: ``("eq", k)``, rank ``k`` only
+        (``rank == 0``, ``not rank``, ``is_main_process``, a ``leader`` attribute assigned ``self.rank == 0``);
+        ``("ne", k)``, every rank but ``k`` (``rank != 0``, ``rank > 0``); None when it does not say (``rank %
+        2 == 1``, a value from a table).  Followed through the values the code gave names, attributes and
+        functions."""
+        if depth > 6:
+            return None
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+            return next((w for v in test.values if (w := self.which(v, depth + 1)) and w[0] == "eq"), None)
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            inner = self.which(test.operand, depth + 1)
+            if inner is not None:
+                return ("ne" if inner[0] == "eq" else "eq", inner[1])
+            return ("eq", 0) if self._numeric(test.operand, depth) else None
+        if isinstance(test, ast.Compare) and len(test.ops) == 1:
+            a, op, b = test.left, test.ops[0], test.comparators[0]
+            k = _int_constant(b)
+            if k is None and (k := _int_constant(a)) is not None:
+                a, op = b, _FLIP.get(type(op), op)
+            if k is None or not self.tainted(a) or not self._numeric(a, depth):
+                return None
+            kind = type(op)
+            if kind in (ast.Eq, ast.Is) or kind is ast.Lt and k == 1 or kind is ast.LtE and k == 0:
+                return ("eq", 0 if kind in (ast.Lt, ast.LtE) else k)
+            if kind in (ast.NotEq, ast.IsNot) or kind is ast.Gt and k == 0 or kind is ast.GtE and k == 1:
+                return ("ne", 0 if kind in (ast.Gt, ast.GtE) else k)
+            return None
+        name = _called(test) or (test.attr if isinstance(test, ast.Attribute) else test.id
+                                 if isinstance(test, ast.Name) else None)
+        if name in _names("flag"):
+            return ("eq", 0)
+        value = self.value_of.get(name) if name else None
+        return self.which(value, depth + 1) if value is not None and self.tainted(test) else None
+
+    def _numeric(self, expr: ast.AST, depth: int = 0) -> bool:
+        """``expr`` is a rank number (``dist.get_rank()``, ``int(os.environ["RANK"])``, a name given one), not a
+        flag."""
+        if depth > 6:
+            return False
+        if isinstance(expr, ast.Call) and _called(expr) == "int" and expr.args:
+            return self.tainted(expr.args[0])
+        if _called(expr) in _names("rank_is_zero") or isinstance(expr, ast.Attribute) and \
+                expr.attr in _names("rank_is_zero"):
+            return True
+        name = _called(expr) or (expr.attr if isinstance(expr, ast.Attribute) else expr.id
+                                 if isinstance(expr, ast.Name) else None)
+        if name is None:
+            return False   # computed from the rank (``rank % 2``): not the rank itself
+        value = self.value_of.get(name)
+        if value is None:   # a parameter given a rank, a tuple item: a number unless it is a comparison's result
+            return self.tainted(expr) and not isinstance(expr, ast.Compare)
+        return not isinstance(value, (ast.Compare, ast.BoolOp, ast.UnaryOp)) and self._numeric(value, depth + 1)
 
     def _test(self, node: ast.If) -> str:
         return "if " + " ".join((ast.get_source_segment(self.source, node.test) or "...").split())
@@ -312,10 +429,52 @@ class RankFlow:
         return early_exit_before(self.source, line, lambda g: self.tainted(g.test))
 
 
+_FLIP = {ast.Lt: ast.Gt(), ast.Gt: ast.Lt(), ast.LtE: ast.GtE(), ast.GtE: ast.LtE()}
+
+
+def _int_constant(node: ast.AST) -> int | None:
+    """``0``, ``"0"`` -> 0; anything else that is not an integer constant -> None."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, str)) and not isinstance(node.value, bool):
+        try:
+            return int(node.value)
+        except ValueError:
+            return None
+    return None
+
+
 @lru_cache(maxsize=64)
 def rank_flow(source: str) -> RankFlow | None:
-    """:class:`RankFlow` of ``source`` (None when it does not parse)."""
+    """:class:`RankFlow` of ``source`` read alone (None when it does not parse)."""
     try:
         return RankFlow(source)
     except (SyntaxError, ValueError):
         return None
+
+
+def project_flow(sources: dict[str, str]) -> RankFlow:
+    """:class:`RankFlow` of the files ``sources`` (path -> text) read together; ``.of(path)`` reads one of them."""
+    return _project_flow(tuple(sorted(sources.items())))
+
+
+@lru_cache(maxsize=16)
+def _project_flow(items: tuple) -> RankFlow:
+    return RankFlow(sources=dict(items))
+
+
+def imported_modules(source: str) -> list[tuple[int, str]]:
+    """The modules ``source`` imports, as (level, dotted name): ``import a.b`` -> (0, "a.b"); ``from a import b`` ->
+    (0, "a") and (0, "a.b") (``b`` may be a module); ``from .c import d`` -> (1, "c"), (1, "c.d"); [] when it does not
+    parse.  Which of them are the user's own files is for the caller to find."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(0, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            found += [(node.level, base)] if base else []
+            found += [(node.level, f"{base}.{a.name}".lstrip(".")) for a in node.names if a.name != "*"]
+    return list(dict.fromkeys(found))

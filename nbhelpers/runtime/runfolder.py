@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Sequence
 
 from nbhelpers.diagnosis.culprit import RankView, exit_records
+from nbhelpers.diagnosis.structure import imported_modules
 from nbhelpers.runtime import procs
 from nbhelpers.runtime.events import parse_line
 
@@ -53,9 +54,9 @@ class LogTail:
 
 
 def read_sources(views: list[RankView], search: Sequence[str | os.PathLike] = ()) -> dict[str, str]:
-    """The user's source files that the ranks' tracebacks and stacks point at, and the script they ran (path as
-    written -> text), read where they are, else by name from ``search`` folders (a run recorded elsewhere); 1 MB
-    at most each."""
+    """The user's source files that the ranks' tracebacks and stacks point at, the script they ran and the modules of
+    its own it imports (path as written -> text), read where they are, else by name from ``search`` folders (a run
+    recorded elsewhere); 1 MB at most each."""
     found: dict[str, str] = {}
     for v in views:
         files = [f.file for w in (v.where, v.traceback, v.position) if w for f in w.frames if not f.library]
@@ -71,7 +72,35 @@ def read_sources(views: list[RankView], search: Sequence[str | os.PathLike] = ()
                         break
                 except OSError:
                     continue
+    scripts = {argv[0] for v in views if (argv := v.record.get("argv") or []) and argv[0] in found}
+    for script in scripts:
+        _read_local_modules(script, found, [Path(script).parent, *map(Path, search)])
     return found
+
+
+def _read_local_modules(script: str, found: dict[str, str], roots: list[Path], most: int = 40) -> None:
+    """Add to ``found`` the modules of the user's own that ``script`` imports, directly or through each other: files
+    in the script's folder or its packages (``from projkit.trainer import Trainer`` -> ``projkit/trainer.py``), never
+    installed libraries; ``roots``: where the script's folder is (a recorded run: also the folders searched);
+    ``most`` files at most."""
+    todo, seen = [script], {os.path.realpath(p) for p in found}
+    while todo and len(found) < most:
+        path = todo.pop()
+        here = Path(path).parent
+        for level, name in imported_modules(found[path]):
+            if level > len(here.parents) + 1:
+                continue
+            bases = roots if level == 0 else [here.parents[level - 2] if level > 1 else here]
+            rel = Path(*name.split(".")) if name else Path()
+            for cand in [c for base in bases for c in (base / rel.with_suffix(".py") if name else None,
+                                                       base / rel / "__init__.py") if c is not None]:
+                try:
+                    if os.path.realpath(cand) not in seen and cand.is_file() and cand.stat().st_size < 1 << 20:
+                        found[str(cand)] = cand.read_text(errors="replace")
+                        seen.add(os.path.realpath(cand))
+                        todo.append(str(cand))
+                except OSError:
+                    continue
 
 
 def read_run_dir(log_dir: str | os.PathLike) -> tuple[list[RankView], str]:
