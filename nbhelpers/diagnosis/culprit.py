@@ -453,7 +453,7 @@ class Evidence:
         source = self.sources[script]
         lines = source.splitlines()
         at = [i + 1 for i, text in enumerate(lines) if head in text and ('"' in text or "'" in text)]
-        branch = enclosing_rank_branch(source, at[0]) if len(at) == 1 else None
+        branch = enclosing_rank_branch(source, at[0], self.flow(script)) if len(at) == 1 else None
         if not branch or branch[1].startswith("else") or not any(LOADS.search(t) for t in lines[branch[0]:at[0]]):
             return None
         return r, line[:300], branch[0], branch[1]
@@ -656,27 +656,32 @@ class Evidence:
                            evidence=verdict.evidence + [f"rank {inside}: in `{header}` (line {line})"])
         return verdict
 
-    def _up_the_stack(self, v: RankView, find: Callable[[str, int], tuple[int, str] | None]) -> tuple[int, str] | None:
-        """``find(source, line)`` on ``v``'s line of user code, then on each call on the way there (the callers'
+    def _up_the_stack(self, v: RankView, find: Callable[[str, int, str], tuple[int, str] | None]) -> tuple[int, str] | None:
+        """``find(source, line, file)`` on ``v``'s line of user code, then on each call on the way there (the callers'
         lines), innermost first, where their source is at hand: the first it finds."""
         for frame in reversed(v.where.frames if v.where else []):
             text = None if frame.library else self.sources.get(frame.file)
-            found = find(text, frame.line) if text else None
+            found = find(text, frame.line, frame.file) if text else None
             if found:
                 return found
         return None
 
+    def flow(self, file: str):
+        """The project's :class:`~nbhelpers.diagnosis.structure.RankFlow` (every source file at hand read together),
+        read from ``file``."""
+        return project_flow(self.sources).of(file)
+
     def enclosing(self, v: RankView, header: re.Pattern) -> tuple[int, str] | None:
         """The block header matching ``header`` (``with cache_lock:``) that encloses ``v``'s line of user code, or a
         call on the way there, as (line, header)."""
-        return self._up_the_stack(v, lambda text, line: enclosing_block(text, line, header))
+        return self._up_the_stack(v, lambda text, line, _: enclosing_block(text, line, header))
 
     def rank_condition(self, v: RankView) -> tuple[int, str] | None:
         """The ``if`` on the rank (``if rank == 0:``, ``if is_main_process():``) that encloses the line of the
         user's code where ``v`` was, or a call on the way there (``if self.is_main: self.evaluate()`` around the
         method that waits), as (line, condition), when its source is at hand; an ``else:`` of such an ``if`` counts
         too."""
-        return self._up_the_stack(v, enclosing_rank_branch)
+        return self._up_the_stack(v, lambda text, line, file: enclosing_rank_branch(text, line, self.flow(file)))
 
 
 def passed(ev: Evidence) -> Verdict | None:
@@ -889,7 +894,7 @@ def race(ev: Evidence) -> Verdict | None:
     tb = v.traceback if v is not None else None
     if tb is None or tb.user is None or ev.world < 2 or tb.user.file not in ev.sources \
             or any("torch/" in f.file for f in tb.frames) or ev.rank_condition(v) is not None \
-            or any(f.file in ev.sources and returns_unless_rank(ev.sources[f.file], f.line)
+            or any(f.file in ev.sources and returns_unless_rank(ev.sources[f.file], f.line, ev.flow(f.file))
                    for f in tb.frames if not f.library):
         return None
     if ADDRESS_IN_USE.search(tb.exception) and len({w.record.get("host") for w in ev.views}) == 1:
@@ -1513,17 +1518,19 @@ def enclosing_class(source: str, line: int) -> tuple[int, str] | None:
     return (c + 1, lines[c].strip().rstrip(":")) if c is not None and lines[c].lstrip().startswith("class ") else None
 
 
-def returns_unless_rank(source: str, line: int) -> bool:
+def returns_unless_rank(source: str, line: int, flow=None) -> bool:
     """Whether the function holding ``line`` of ``source`` (1-based) returns early, before that line, under a test of
     a value that differs by rank (``if not self.is_main: return``, read by :class:`~nbhelpers.diagnosis.structure.
-    RankFlow`): only the ranks the test lets through reach it, as under an ``if rank == 0:``."""
-    flow = rank_flow(source)
+    RankFlow`; ``flow``: the project's, read from this file, else the file's own): only the ranks the test lets
+    through reach it, as under an ``if rank == 0:``."""
+    flow = flow or rank_flow(source)
     return flow is not None and flow.returns_before(line) is not None
 
 
-def enclosing_rank_branch(source: str, line: int) -> tuple[int, str] | None:
+def enclosing_rank_branch(source: str, line: int, flow=None) -> tuple[int, str] | None:
     """The innermost ``if``/``elif`` on a value that differs by rank enclosing ``line`` of ``source`` (1-based), as
     (its line, its text); its ``else`` gives ("else of ..." text) (:class:`~nbhelpers.diagnosis.structure.RankFlow`:
-    values from the documented rank APIs, followed through the file's own variables, attributes and functions)."""
-    flow = rank_flow(source)
+    values from the documented rank APIs, followed through the user's own variables, attributes and functions;
+    ``flow``: the project's, read from this file, else the file's own)."""
+    flow = flow or rank_flow(source)
     return flow.branch(line) if flow is not None else None

@@ -244,8 +244,10 @@ class RankFlow:
     def names(self) -> set[str]:
         return self.local.get(self.path, set())
 
-    def of(self, path: str) -> "RankFlow":
-        """The same flow, read from file ``path`` (its own variables)."""
+    def of(self, path: str) -> "RankFlow | None":
+        """The same flow, read from file ``path`` (its own variables); None when that file did not parse."""
+        if path not in self.trees:
+            return None
         view = copy.copy(self)
         view.path = path
         return view
