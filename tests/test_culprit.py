@@ -41,6 +41,8 @@ DECIDED_BY = {  # recorded run -> the rule that must decide it
     "user-predict-guard": C.rank_only_collective,  # predict() after `if not state.is_world_process_zero: return`
     "user-metric-rank-zero": C.rank_only_collective,  # a torchmetrics compute() in a @rank_zero_only callback
     "user-mapped-save": C.mapped_file_shrunk,      # rank 0 np.save()s the file rank 1 maps (np.load mmap_mode="r")
+    "user-pipe-skip": C.skipped_call,              # both pipeline stages receive: stage 1 `continue`d past its send
+    "user-helper-rank-dcp": C.rank_only_collective,  # dcp.save under `if rank == 0:`, rank from a helper module
     "user-order-swapped": C.different_collectives,
     "user-detail-segfault": C.ddp_segfault,
     "user-loader-hang": C.outside_collective,
@@ -118,6 +120,7 @@ EXPECTED_FAILURE = {  # what each user-script run must be called, besides its cu
     "user-world-from-config": (None, "rendezvous_timeout"), "user-own-watchdog": (1, "collective_mismatch"),
     "user-predict-guard": (0, "collective_mismatch"), "user-metric-rank-zero": (0, "collective_mismatch"),
     "user-mapped-save": (0, None),  # the classifier's worker_killed
+    "user-pipe-skip": (1, "collective_timeout"), "user-helper-rank-dcp": (0, "collective_mismatch"),
 }
 
 

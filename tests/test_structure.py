@@ -191,3 +191,48 @@ c = Ctx()
     flow = RankFlow(src + "".join(f"if {t}: pass\n" for t in tests))
     got = {ast.unparse(n.test): flow.which(n.test) for n in ast.walk(flow.tree) if isinstance(n, ast.If)}
     assert got == tests
+
+
+PIPE = '''
+import torch.distributed as dist
+
+def p2p(op, t, peer):
+    for req in dist.batch_isend_irecv([dist.P2POp(op, t, peer)]):
+        req.wait()
+
+def main(loader, stage, peer):
+    rank = dist.get_rank()
+    for x, y in loader:
+        if rank == 0:
+            p2p(dist.isend, stage(x), peer)
+            p2p(dist.irecv, x, peer)
+            continue
+        act = x.new_empty(4)
+        p2p(dist.irecv, act, peer)
+        loss = stage(act, y)
+        if loss is None:
+            continue
+        for k in range(3):
+            if k:
+                break
+        loss.backward()
+        p2p(dist.isend, act.grad, peer)
+'''
+
+
+def test_a_conditional_continue_before_the_send_a_peer_waits_to_receive():
+    from nbhelpers.diagnosis.structure import rank_flow, receives_at, skipped_send
+
+    def at(text):
+        return next(i for i, t in enumerate(PIPE.splitlines(), 1) if text in t)
+    flow = rank_flow(PIPE)
+    stage1 = skipped_send(PIPE, at("p2p(dist.irecv, act, peer)"), flow)
+    assert (stage1.guard, stage1.exit_line, stage1.send) == ("if loss is None", at("if loss is None") + 1,
+                                                             "p2p(dist.isend, act.grad, peer)")
+    # stage 0's branch of the rank test ends in its own continue: it never reaches stage 1's skip
+    assert skipped_send(PIPE, at("p2p(dist.irecv, x, peer)"), flow) is None
+    assert skipped_send(PIPE, at("p2p(dist.irecv, act, peer)")) is not None   # read alone, `rank == 0` is no role
+    assert receives_at(PIPE, at("p2p(dist.irecv, act, peer)")) and not receives_at(PIPE, at("loss.backward()"))
+    # the send first, then the skip: nothing skipped
+    assert skipped_send(PIPE.replace("        if loss is None:\n            continue\n", "")
+                        + "        if loss is None:\n            continue\n", at("p2p(dist.irecv, act, peer)"), flow) is None

@@ -54,7 +54,7 @@ class Rule(str, Enum):
     SHORT_TIMEOUT = "short_timeout"  # gave up after less than a second: the timeout's value (or unit) is the fault
     NAMED = "named"                 # a waiting rank's error names whom it waited for
     KEY_NEVER_SET = "key_never_set"  # ranks waited for a store key of the script's own that a rank never set
-    SKIPPED_CALL = "skipped_call"   # finished its script after a conditional return skipped a collective a peer waits in
+    SKIPPED_CALL = "skipped_call"   # a conditional exit skipped a call a peer waits in (a collective, a send)
     UNEVEN = "uneven"               # kept calling collectives after a peer had finished (uneven inputs)
     LATE = "late"                   # had not reached the stage the others failed in
     OUTSIDE_COLLECTIVE = "outside_collective"  # outside any collective while the others waited in one

@@ -20,7 +20,7 @@ from nbhelpers.diagnosis.api import Failure, Rule, Verdict
 from nbhelpers.diagnosis.hang import rank_ranges
 from nbhelpers.diagnosis.rankonly import rank_only_calls
 from nbhelpers.diagnosis.structure import (early_exit_before, loop_exit, mapped_rewrites, project_flow, rank_flow,
-                                          sigbus_doc)
+                                          receives_at, sends_doc, sigbus_doc, skipped_send)
 from nbhelpers.diagnosis.tracebacks import (RANK_PREFIX, SPY_FRAME, Frame, Where, exceptions, faulthandler_as_spy,
                                             faulthandler_threads, stack_frames, where_from)
 from nbhelpers.diagnosis.watchdog import SHORT_TIMEOUT_MS, timeout_ms
@@ -1052,12 +1052,52 @@ def mapped_file_shrunk(ev: Evidence) -> Verdict | None:
 
 
 def skipped_call(ev: Evidence) -> Verdict | None:
-    """Needs: a rank that ran its script to the end (:meth:`RankView.finished`), a peer's position in a collective
-    (traceback or stack dump), the user's source, and the collective records where written.  Concludes: when the
-    finished rank never made the collective its peer waited in (its record lacks it) and a function on the peer's way
-    to that call returns early under a condition before it (``if not self.exports: return`` ahead of a gather,
-    :mod:`nbhelpers.diagnosis.structure`), the finished rank took that return and skipped a call every rank must
-    make: it is named, with the return's line."""
+    """Needs: the ranks' positions (traceback or stack dump), the user's source; a rank that ran its script to the
+    end (:meth:`RankView.finished`) and the collective records where written, or ranks that all wait to receive.
+    Concludes: a rank skipped, through a conditional exit, a call its peer waits in, and is named with the exit's
+    line.  A collective: the finished rank never made the one its peer waited in (its record lacks it) and a
+    function on the peer's way to that call returns early under a condition before it (``if not self.exports:
+    return`` ahead of a gather).  A send: every rank waits in a point-to-point receive (each waits for the other,
+    so none will send), and one rank's loop holds a ``continue`` (``break``, ``return``) under a condition on its own
+    values before the send its peer's receive waits for (``if loss is None: continue`` ahead of sending the
+    gradient back to the previous pipeline stage): that rank took it (:mod:`nbhelpers.diagnosis.structure`)."""
+    return _skipped_collective(ev, Rule.SKIPPED_CALL) or _skipped_send(ev, Rule.SKIPPED_CALL)
+
+
+def _skipped_send(ev: Evidence, rule: Rule) -> Verdict | None:
+    waiting = [v for v in ev.views if not v.finished() and v.where]
+    if len(waiting) < 2 or len(waiting) < ev.world or ev.crashed_alone:
+        return None
+
+    def user(v):
+        return [f for f in reversed(v.where.frames) if not f.library and f.file in ev.sources]
+
+    if not all(any(receives_at(ev.sources[f.file], f.line) for f in user(v)) for v in waiting):
+        return None
+    found = {}
+    for v in waiting:
+        hit = next(((f, ss) for f in user(v) if (ss := skipped_send(ev.sources[f.file], f.line, ev.flow(f.file)))),
+                   None)
+        if hit:
+            found[v.rank] = hit
+    if len(found) != 1:
+        return None
+    r, (f, ss) = next(iter(found.items()))
+    name = f.file.rsplit("/", 1)[-1]
+    peers = ", ".join(str(v.rank) for v in waiting if v.rank != r)
+    says, doc = sends_doc()
+    v = ev.blame(r, rule, f"every rank waited in a point-to-point receive, each for another (rank {r} "
+                 f"{ev.by_rank[r].where.describe()}): nobody will send. In rank {r}'s loop (line {ss.loop_line}) "
+                 f"`{ss.guard}` (line {ss.guard_line}) leaves the iteration at line {ss.exit_line} before "
+                 f"`{ss.send}` (line {ss.send_line}): rank {r} took it and never sent what rank{'s' if ',' in peers else ''} "
+                 f"{peers} waited to receive ({says})",
+                 [f"{name}:{ss.guard_line}: {ss.guard}", f"{name}:{ss.exit_line}: leaves the iteration",
+                  f"{name}:{ss.send_line}: {ss.send}", f"documented: {doc}"]
+                 + [f"rank {w.rank}: {w.error}" for w in waiting if w.error][:2], Failure.COLLECTIVE_TIMEOUT)
+    return replace(v, where=f"{f.file}:{ss.exit_line} in the loop at line {ss.loop_line}")
+
+
+def _skipped_collective(ev: Evidence, rule: Rule) -> Verdict | None:
     done = [v for v in ev.views if v.finished()]
     fd = (ev.record or {}).get("first_disagreement")
     if len(done) != 1 or (ev.record is not None and not (fd and done[0].rank in fd["missing"])):
@@ -1073,7 +1113,7 @@ def skipped_call(ev: Evidence) -> Verdict | None:
             name = fr.file.rsplit("/", 1)[-1]
             evidence = [f"{name}:{ex.guard_line}: {ex.guard}", f"{name}:{ex.line}: return",
                         f"rank {w.rank}: {w.error or w.where.describe()}"]
-            v = ev.blame(f.rank, Rule.SKIPPED_CALL, f"rank {f.rank} ran its script to the end without the collective "
+            v = ev.blame(f.rank, rule, f"rank {f.rank} ran its script to the end without the collective "
                          f"rank {w.rank} waited in ({w.where.describe()}): {ex.func}() returns at line {ex.line} under "
                          f"`{ex.guard}` (line {ex.guard_line}) before line {fr.line}, and rank {f.rank} took that "
                          "return, a call every rank must make", evidence, Failure.COLLECTIVE_MISMATCH)

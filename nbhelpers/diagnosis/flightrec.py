@@ -444,7 +444,8 @@ def _odd_one_out(groups: dict[tuple, list[int]], missing: list[int],
         if len(odd) == 1:
             return odd[0], f"the other {len(big[1])} ranks agree", "missing" if odd[0] in missing else "majority"
         return None, f"{len(odd)} ranks differ from the majority of {len(big[1])}", None
-    seen = lambda s: f"#{', #'.join(map(str, usual[s][-3:]))}"
+    def seen(s):
+        return f"#{', #'.join(map(str, usual[s][-3:]))}"
     odd = [(s, rs) for s, rs in groups.items() if s not in usual]
     if missing and not odd:
         if len(missing) == 1:

@@ -132,8 +132,9 @@ REMEDIES: dict[Failure | Rule, tuple[str, ...]] = {
         "name, then os.replace, which leaves the old file whole for mappings that still use it), then let every "
         "rank open the new one after a barrier; or give each epoch's data its own file name.",),
     Rule.SKIPPED_CALL: (
-        "Every rank must make the collective that rank skipped: move the early `return` after it (let every rank "
-        "gather, then return on the ranks with nothing more to do), or decide the condition from values every rank "
+        "Every rank must make the call that rank skipped, the collective or the send its peer waits to receive: move "
+        "the early `return` or `continue` after it (let every rank gather, then return on the ranks with nothing more "
+        "to do; send a zero gradient back for a batch it skips), or decide the condition from values every rank "
         "shares. End every rank with dist.destroy_process_group(). A longer timeout only makes the wait last longer.",),
     Rule.NEW_COLLECTIVE: (
         "Make every rank issue the same collectives in the same order: a stop (early stopping, a NaN check, a step "

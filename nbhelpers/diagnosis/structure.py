@@ -16,8 +16,8 @@ from importlib import resources
 
 from nbhelpers.diagnosis.rankonly import _called, _names
 
-__all__ = ["EarlyExit", "MappedRewrite", "RankFlow", "early_exit_before", "imported_modules", "loop_exit", "mapped_rewrites", "project_flow",
-           "rank_flow", "sigbus_doc"]
+__all__ = ["EarlyExit", "MappedRewrite", "RankFlow", "SkippedSend", "early_exit_before", "imported_modules", "loop_exit",
+           "mapped_rewrites", "project_flow", "rank_flow", "receives_at", "sends_doc", "sigbus_doc", "skipped_send"]
 
 
 @dataclass(frozen=True)
@@ -480,3 +480,121 @@ def imported_modules(source: str) -> list[tuple[int, str]]:
             found += [(node.level, base)] if base else []
             found += [(node.level, f"{base}.{a.name}".lstrip(".")) for a in node.names if a.name != "*"]
     return list(dict.fromkeys(found))
+
+
+@dataclass(frozen=True)
+class SkippedSend:
+    """A conditional ``continue``/``break``/``return`` in a loop that leaves the iteration before its send."""
+    loop_line: int
+    exit_line: int
+    guard_line: int
+    guard: str           # the condition's source text
+    send_line: int
+    send: str            # the send's source text
+
+
+def _sends(tree: ast.AST) -> tuple[set[str], dict[str, int]]:
+    """The send names (the catalog's), and the file's own functions that send (name -> the line of their send)."""
+    names = set(_catalog_sends()["names"])
+    defs = {n.name: n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    own: dict[str, int] = {}
+    changed = True
+    while changed:
+        changed = False
+        for name, fn in defs.items():
+            if name not in own and (line := next((c.lineno for c in ast.walk(fn) if isinstance(c, ast.Call)
+                                                  and _is_send(c, names, own)), None)):
+                own[name] = line
+                changed = True
+    return names, own
+
+
+def _is_send(call: ast.Call, names: set[str], own: dict[str, int]) -> bool:
+    """``dist.send(...)``, ``dist.isend(...)``, a call given the send function itself (``P2POp(dist.isend, t, peer)``,
+    ``p2p(dist.isend, t, peer)``), or a function of the file's own that makes one of these."""
+    name = _called(call)
+    if name in names or name in own:
+        return True
+    return any((a.attr if isinstance(a, ast.Attribute) else a.id if isinstance(a, ast.Name) else None) in names
+               for a in call.args)
+
+
+@lru_cache(maxsize=1)
+def _catalog_sends() -> dict:
+    return json.loads(resources.files("nbhelpers").joinpath("data/rank_only.json").read_text())["sends"]
+
+
+def sends_doc() -> tuple[str, str]:
+    """What torch documents of a point-to-point receive and its send, and where."""
+    d = _catalog_sends()
+    return d["says"], d["source"]
+
+
+def skipped_send(source: str, line: int, flow: RankFlow | None = None) -> SkippedSend | None:
+    """In the innermost loop of ``source`` holding ``line`` (1-based), a ``continue``, ``break`` or ``return`` under
+    an ``if`` that leaves the iteration before a send to a peer later in the loop's body (the catalog's sends, or a
+    function of the file's own that makes one): a rank that took it never posted the send its peer's receive waits
+    for.  An ``if`` on a value that differs by rank (``flow``) is the ranks' roles parting (``if rank == 0:
+    stage0(); continue``), not a skip, and does not count; nor does a skip in another role's branch than the one
+    holding ``line`` (the rank's own position).  None when there is none."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    loops = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.AsyncFor, ast.While)) and _holds(n, line)]
+    if not loops:
+        return None
+    loop = max(loops, key=lambda n: n.lineno)
+    names, own = _sends(tree)
+    sends = [c for stmt in loop.body for c in ast.walk(stmt) if isinstance(c, ast.Call) and _is_send(c, names, own)]
+    text = lambda n: " ".join((ast.get_source_segment(source, n) or "").split())[:100]  # noqa: E731
+
+    def ifs(node: ast.AST, nested: bool):
+        """The ``if`` statements of the loop's body, each with whether it sits in a loop nested in this one."""
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                continue
+            if isinstance(child, ast.If):
+                yield child, nested
+            yield from ifs(child, nested or isinstance(child, (ast.For, ast.AsyncFor, ast.While)))
+
+    def leaves(node: ast.AST, inner: bool) -> ast.stmt | None:
+        """The first statement under ``node`` that leaves this loop's iteration: a return, or (outside nested loops,
+        ``inner``) a continue or break of this loop's own."""
+        for c in ast.iter_child_nodes(node):
+            if isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.expr)):
+                continue
+            if isinstance(c, ast.Return) or isinstance(c, (ast.Continue, ast.Break)) and not inner:
+                return c
+            if (found := leaves(c, inner or isinstance(c, (ast.For, ast.AsyncFor, ast.While)))) is not None:
+                return found
+        return None
+
+    def roles(at: int) -> list:
+        """The branches of rank tests in the loop that hold line ``at``: a rank at one line reaches the other only
+        when they are the same (``if rank == 0: ...; continue`` keeps rank 0 from the rest of the body)."""
+        return [(n.lineno, any(_holds(b, at) for b in n.body)) for n in ast.walk(loop) if isinstance(n, ast.If)
+                and flow is not None and flow.tainted(n.test) and _holds(n, at) and n is not loop]
+
+    for node, nested in ifs(loop, False):
+        if (flow is not None and flow.tainted(node.test)) or roles(node.lineno) != roles(line):
+            continue
+        ex = leaves(ast.Module(body=node.body, type_ignores=[]), nested)
+        later = [c for c in sends if c.lineno > (node.end_lineno or node.lineno)]
+        if ex is not None and later and not any(isinstance(c, ast.Call) and _is_send(c, names, own)
+                                                for b in node.body for c in ast.walk(b)):
+            return SkippedSend(loop.lineno, ex.lineno, node.lineno, f"if {text(node.test)}", later[0].lineno,
+                               text(later[0]))
+    return None
+
+
+def receives_at(source: str, line: int) -> bool:
+    """Line ``line`` (1-based) of ``source`` makes a point-to-point receive: ``dist.recv(...)``, ``dist.irecv(...)``,
+    or a call given the receive function (``P2POp(dist.irecv, t, peer)``, ``p2p(dist.irecv, t, peer)``)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return False
+    names = set(_catalog_sends()["receives"])
+    return any(isinstance(c, ast.Call) and c.lineno <= line <= (c.end_lineno or c.lineno) and _is_send(c, names, {})
+               for c in ast.walk(tree))

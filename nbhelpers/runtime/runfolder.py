@@ -58,6 +58,7 @@ def read_sources(views: list[RankView], search: Sequence[str | os.PathLike] = ()
     its own it imports (path as written -> text), read where they are, else by name from ``search`` folders (a run
     recorded elsewhere); 1 MB at most each."""
     found: dict[str, str] = {}
+    read_at: dict[str, Path] = {}   # where each was read
     for v in views:
         files = [f.file for w in (v.where, v.traceback, v.position) if w for f in w.frames if not f.library]
         argv = v.record.get("argv") or []
@@ -69,28 +70,29 @@ def read_sources(views: list[RankView], search: Sequence[str | os.PathLike] = ()
                 try:
                     if cand.is_file() and cand.stat().st_size < 1 << 20:
                         found[file] = cand.read_text(errors="replace")
+                        read_at[file] = cand
                         break
                 except OSError:
                     continue
     scripts = {argv[0] for v in views if (argv := v.record.get("argv") or []) and argv[0] in found}
     for script in scripts:
-        _read_local_modules(script, found, [Path(script).parent, *map(Path, search)])
+        _read_local_modules(script, found, read_at[script].parent)
     return found
 
 
-def _read_local_modules(script: str, found: dict[str, str], roots: list[Path], most: int = 40) -> None:
+def _read_local_modules(script: str, found: dict[str, str], root: Path, most: int = 40) -> None:
     """Add to ``found`` the modules of the user's own that ``script`` imports, directly or through each other: files
-    in the script's folder or its packages (``from projkit.trainer import Trainer`` -> ``projkit/trainer.py``), never
-    installed libraries; ``roots``: where the script's folder is (a recorded run: also the folders searched);
-    ``most`` files at most."""
+    in the script's folder ``root`` (where it was read) or its packages (``from projkit.trainer import Trainer`` ->
+    ``projkit/trainer.py``), never installed libraries; ``most`` files at most."""
     todo, seen = [script], {os.path.realpath(p) for p in found}
+    where = {script: root / Path(script).name}
     while todo and len(found) < most:
         path = todo.pop()
-        here = Path(path).parent
+        here = where.get(path, Path(path)).parent
         for level, name in imported_modules(found[path]):
             if level > len(here.parents) + 1:
                 continue
-            bases = roots if level == 0 else [here.parents[level - 2] if level > 1 else here]
+            bases = [root] if level == 0 else [here.parents[level - 2] if level > 1 else here]
             rel = Path(*name.split(".")) if name else Path()
             for cand in [c for base in bases for c in (base / rel.with_suffix(".py") if name else None,
                                                        base / rel / "__init__.py") if c is not None]:

@@ -151,6 +151,12 @@ RUNS = {
     "user-mapped-save": (user("acc_vibration_cnn", folder="tests/userscripts_frameworks4"),
                          "accelerate: rank 0 np.save()s the cache rank 1 has np.load(mmap_mode='r')-ed, shorter; "
                          "rank 1 dies of SIGBUS"),
+    "user-pipe-skip": (user("b_pipe_semisup", folder="tests/userscripts_heldout19"),
+                       "a 2-stage pipeline over batch_isend_irecv: stage 1 `continue`s past a batch with no usable "
+                       "rows without sending the gradient back; both ranks wait to receive"),
+    "user-helper-rank-dcp": (user("a_tabular_fsdp_best", folder="tests/userscripts_heldout19"),
+                             "FSDP2: dcp.save inside a method called under `if rank == 0:`, the rank from a helper "
+                             "module's setup(); gloo aborts a rank on the sizes"),
 }
 TMP: Path  # where the user scripts run from, made in __main__ and removed when recording ends
 
