@@ -43,6 +43,8 @@ DECIDED_BY = {  # recorded run -> the rule that must decide it
     "user-mapped-save": C.mapped_file_shrunk,      # rank 0 np.save()s the file rank 1 maps (np.load mmap_mode="r")
     "user-pipe-skip": C.skipped_call,              # both pipeline stages receive: stage 1 `continue`d past its send
     "user-helper-rank-dcp": C.rank_only_collective,  # dcp.save under `if rank == 0:`, rank from a helper module
+    "user-super-evaluate": C.rank_only_collective,   # super().evaluate() after `if not is_world_process_zero(): return`
+    "user-project-metric": C.rank_only_collective,   # @rank_zero_only calls a metric's compute() of the project's own
     "user-order-swapped": C.different_collectives,
     "user-detail-segfault": C.ddp_segfault,
     "user-loader-hang": C.outside_collective,
@@ -121,6 +123,8 @@ EXPECTED_FAILURE = {  # what each user-script run must be called, besides its cu
     "user-predict-guard": (0, "collective_mismatch"), "user-metric-rank-zero": (0, "collective_mismatch"),
     "user-mapped-save": (0, None),  # the classifier's worker_killed
     "user-pipe-skip": (1, "collective_timeout"), "user-helper-rank-dcp": (0, "collective_mismatch"),
+    # ranks in different collectives until the timeout: collective_mismatch, as the classifier names that text
+    "user-super-evaluate": (0, "collective_mismatch"), "user-project-metric": (0, "collective_mismatch"),
 }
 
 

@@ -195,3 +195,25 @@ def test_what_is_not_a_rank_only_collective_with_the_flow(src):
     from nbhelpers.diagnosis.structure import rank_flow
 
     assert rank_only_calls(src, "train.py", rank_flow(src)) == []
+
+
+def test_super_evaluate_in_an_override_is_the_trainers():
+    src = ("from transformers import Trainer\nclass T(Trainer):\n    def evaluate(self, ds=None):\n"
+           "        if not self.is_world_process_zero():\n            return {}\n        return super().evaluate(ds)\n")
+    assert [(c.line, c.op, c.only) for c in rank_only_calls(src, "train.py")] == [(6, "evaluate", 0)]
+
+
+def test_a_method_of_another_of_the_users_files_that_makes_a_collective():
+    metrics = ("import torch\nimport torch.distributed as dist\nfrom .world import barrier\nclass MAE:\n"
+               "    def compute(self):\n        t = torch.zeros(2)\n        dist.all_reduce(t)\n        return t\n"
+               "class Tracker:\n    def flush(self):\n        barrier()\n")
+    world = "import torch.distributed as dist\ndef barrier():\n    dist.barrier()\n"
+    script = ("import torch\nfrom lightning.pytorch.utilities import rank_zero_only\nfrom kit.metrics import MAE\n"
+              "@rank_zero_only\ndef report(mae, tracker, path):\n    print(mae.compute())\n    tracker.flush()\n"
+              "    torch.save({}, path)\n")
+    project = {"train.py": script, "kit/metrics.py": metrics, "kit/world.py": world, "other.py": "def compute(): pass\n"}
+    assert [(c.line, c.via) for c in rank_only_calls(script, "train.py", project=project)] == [
+        (6, "dist.all_reduce(t)"), (7, "dist.barrier()")]   # flush() -> barrier() in kit/world.py
+    # a file that does not import the user's module does not borrow its methods
+    alone = script.replace("from kit.metrics import MAE\n", "")
+    assert rank_only_calls(alone, "train.py", project={**project, "train.py": alone}) == []

@@ -753,7 +753,7 @@ def rank_only_collective(ev: Evidence) -> Verdict | None:
             not any(_is_victim_error(v.error) for v in ev.views):
         return None
     flow = project_flow(ev.sources)
-    found = [c for path, text in ev.sources.items() for c in rank_only_calls(text, path, flow.of(path))]
+    found = [c for path, text in ev.sources.items() for c in rank_only_calls(text, path, flow.of(path), ev.sources)]
     who = [c.only if c.only is not None else 1 - c.but if c.but in (0, 1) and ev.world == 2 else None for c in found]
     found = [(c, r) for c, r in zip(found, who) if r in ev.by_rank]
     if not found:

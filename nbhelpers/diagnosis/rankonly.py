@@ -79,8 +79,10 @@ def _imports(tree: ast.AST, top: str) -> bool:
 
 
 class _Reader:
-    def __init__(self, source: str, path: str, flow=None):
+    def __init__(self, source: str, path: str, flow=None, external: dict | None = None, ours: frozenset = frozenset()):
         self.source, self.path, self.flow = source, path, flow
+        self.external = dict(external or {})   # functions of the user's other files this one imports that make one
+        self.ours = ours                        # the names of the user's own modules and packages
         self.tree = ast.parse(source)
         self.modules = {a.asname or a.name.split(".")[0] for n in ast.walk(self.tree) if isinstance(n, ast.Import)
                         for a in n.names} | {a.asname or a.name for n in ast.walk(self.tree)
@@ -97,9 +99,13 @@ class _Reader:
         for node in ast.walk(self.tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.defs.setdefault(node.name, []).append(node)
-        self.makes: dict[str, tuple[ast.Call, dict]] = {}   # the file's functions that make a collective
+        self.makes: dict[str, tuple[ast.Call, dict, str]] = {}   # the file's functions that make a collective
+        self.settle()
+
+    def settle(self) -> None:
+        """Find, to a fixed point, the file's functions that make a collective (or call one that does)."""
         changed = True
-        while changed:  # to a fixed point: a function that calls one that does
+        while changed:
             changed = False
             for name, nodes in self.defs.items():
                 if name in self.makes:
@@ -114,9 +120,10 @@ class _Reader:
         t = " ".join((ast.get_source_segment(self.source, node) or "").split())
         return t if len(t) <= n else t[:n - 3] + "..."
 
-    def collective(self, call: ast.Call, own: bool = False) -> tuple[ast.Call, dict] | None:
-        """``(the library call, its catalog entry)`` when ``call`` makes a collective; ``own``: a call of one of this
-        file's own functions that makes one counts too (as the call inside it)."""
+    def collective(self, call: ast.Call, own: bool = False) -> tuple[ast.Call, dict, str] | None:
+        """``(the library call, its catalog entry, its text)`` when ``call`` makes a collective; ``own``: a call of
+        one of the user's own functions that makes one counts too (as the call inside it): this file's, or one of
+        the user's other files this one imports (``val_mae.compute()``, defined in ``mlcore/metrics.py``)."""
         f = call.func
         name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
         if name is None:
@@ -128,10 +135,11 @@ class _Reader:
                 modules, names = self.aliases[entry["module"]]
                 if isinstance(f, ast.Attribute) and (_dotted(f.value) in modules or _dotted(f.value) == entry["module"]) \
                         or isinstance(f, ast.Name) and names.get(name) == name:
-                    return call, entry
+                    return call, entry, self.text(call)
                 continue
-            if not isinstance(f, ast.Attribute) or name in self.defs:
+            if not isinstance(f, ast.Attribute) or name in self.defs and not _is_super(f.value):
                 continue  # a method of the file's own of that name: read as one of its functions, below
+                          # (``super().evaluate()`` in an override is the library's, not the override)
             if "receiver" in entry and _dotted(f.value).split(".")[-1] != entry["receiver"]:
                 continue
             if "keyword" in entry and not any(k.arg == entry["keyword"] and isinstance(k.value, ast.Constant)
@@ -143,10 +151,16 @@ class _Reader:
                 continue
             if "built_by" in entry and _dotted(f.value).split(".")[-1] not in self.built[entry["built_by"]]:
                 continue
-            return call, entry
-        if own and name in self.makes and not (isinstance(f, ast.Attribute) and _dotted(f.value) in self.modules):
-            return self.makes[name]   # one of this file's functions, or a method of one of its classes (not
-        return None                   # ``torch.save`` beside a ``save()`` of the file's own)
+            return call, entry, self.text(call)
+        if not own or isinstance(f, ast.Attribute) and _is_super(f.value):
+            return None
+        receiver = _dotted(f.value).split(".")[0] if isinstance(f, ast.Attribute) else ""
+        library = receiver in self.modules and receiver not in self.ours   # ``torch.save`` beside a save() of ours
+        if name in self.makes and not library:
+            return self.makes[name]   # one of this file's functions, or a method of one of its classes
+        if name in self.external and name not in self.defs and not library:
+            return self.external[name]
+        return None
 
     def condition(self, test: ast.AST) -> dict | None:
         """The catalog entry of the rank-only condition ``test`` is, or holds as a term of an ``and``; None."""
@@ -166,6 +180,11 @@ class _Reader:
             return {"kind": "rank_valued", "holds_on": f"rank {which[1]}" if which[0] == "eq" else
                     f"every rank but {which[1]}", "which": which}
         return None
+
+
+def _is_super(node: ast.AST) -> bool:
+    """``super()``: a method called on it is the parent class's."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super"
 
 
 def _flag(node: ast.AST) -> str | None:
@@ -262,13 +281,63 @@ def _both_sides(r: "_Reader", node: ast.If) -> bool:
     return bool(node.orelse) and bool(names(node.body) & names(node.orelse))
 
 
-def rank_only_calls(source: str, path: str, flow=None) -> list[RankOnlyCall]:
+def _module_names(path: str) -> set[str]:
+    """The names a file is imported by: ``mlcore/metrics.py`` -> {"metrics", "mlcore"}; ``a_common.py`` ->
+    {"a_common"}; a package's ``__init__.py`` -> its folder's name."""
+    parts = path.replace("\\", "/").split("/")
+    stem = parts[-1].removesuffix(".py")
+    return {parts[-2]} if stem == "__init__" and len(parts) > 1 else {stem, *parts[-2:-1]}
+
+
+def _imported_names(tree: ast.AST) -> set[str]:
+    """Every name an import of the file mentions: its modules' dotted parts, and what it takes from them."""
+    found = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import):
+            found |= {p for a in n.names for p in a.name.split(".")}
+        elif isinstance(n, ast.ImportFrom):
+            found |= set((n.module or "").split(".")) | {a.name for a in n.names}
+    return found - {""}
+
+
+@lru_cache(maxsize=16)
+def _project(items: tuple) -> dict[str, tuple[dict, frozenset]]:
+    """For each file of the user's (``items``: (path, text) pairs), the functions of the user's other files it
+    imports that make a collective, found to a fixed point across the files; and the names of the user's modules."""
+    readers = {}
+    for path, text in items:
+        try:
+            readers[path] = _Reader(text, path)
+        except (SyntaxError, ValueError):
+            continue
+    ours = frozenset(n for p in readers for n in _module_names(p))
+    imports = {p: _imported_names(r.tree) for p, r in readers.items()}
+    for r in readers.values():
+        r.ours = ours
+    changed = True
+    while changed:
+        changed = False
+        for p, r in readers.items():
+            ext = {n: h for q, rq in readers.items() if q != p and _module_names(q) & imports[p]
+                   for n, h in rq.makes.items()}
+            if set(ext) - set(r.external):
+                r.external.update(ext)
+                r.settle()
+                changed = True
+    return {p: (r.external, ours) for p, r in readers.items()}
+
+
+def rank_only_calls(source: str, path: str, flow=None, project: dict[str, str] | None = None) -> list[RankOnlyCall]:
     """Every collective call in ``source`` that only the rank(s) of a rank-only condition make, in the order of the
     file; [] when the source does not parse.  The conditions: those the libraries document (the catalog), and, given
     ``flow`` (a :class:`~nbhelpers.diagnosis.structure.RankFlow` of the file), any test of a value that differs by
-    rank, for calls on the whole world (a call on a subgroup of its own may be meant for some ranks)."""
+    rank, for calls on the whole world (a call on a subgroup of its own may be meant for some ranks).  ``project``
+    (path -> text of the user's files, this one among them): a call of a function of another of them that this file
+    imports counts when that function makes a collective."""
+    external, ours = _project(tuple(sorted(project.items()))).get(path, ({}, frozenset())) if project else \
+        ({}, frozenset())
     try:
-        r = _Reader(source, path, flow)
+        r = _Reader(source, path, flow, external, ours)
     except (SyntaxError, ValueError):
         return []
     found: dict[int, RankOnlyCall] = {}
@@ -315,10 +384,10 @@ def rank_only_calls(source: str, path: str, flow=None) -> list[RankOnlyCall]:
             hit = r.collective(node, own=True)
             line, text, cond = guard
             if hit and node.lineno not in found and not (cond["kind"] == "rank_valued" and _in_group(hit[0])):
-                inner, entry = hit
+                inner, entry, via = hit
                 which = cond.get("which") or ("eq", 0)
                 found[node.lineno] = RankOnlyCall(path, node.lineno, func, r.text(node), line, text, cond["holds_on"],
-                                                  entry["says"], entry["source"], None if inner is node else r.text(inner),
+                                                  entry["says"], entry["source"], None if inner is node else via,
                                                   which[1] if which[0] == "eq" else None,
                                                   which[1] if which[0] == "ne" else None, _called(inner) or "")
         for child in ast.iter_child_nodes(node):

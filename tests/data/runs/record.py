@@ -157,6 +157,12 @@ RUNS = {
     "user-helper-rank-dcp": (user("a_tabular_fsdp_best", folder="tests/userscripts_heldout19"),
                              "FSDP2: dcp.save inside a method called under `if rank == 0:`, the rank from a helper "
                              "module's setup(); gloo aborts a rank on the sizes"),
+    "user-super-evaluate": (user("f_trainer_focal", folder="tests/userscripts_frameworks5"),
+                            "HF Trainer subclass: evaluate() returns {} unless is_world_process_zero(), then "
+                            "super().evaluate(); rank 0 gathers alone"),
+    "user-project-metric": (user("p_diabetes_regressor", folder="tests/userscripts_heldout20"),
+                            "a @rank_zero_only report calls compute() of a metric class in the project's own "
+                            "mlcore/metrics.py, which all_reduces; rank 1 waits in the final barrier"),
 }
 TMP: Path  # where the user scripts run from, made in __main__ and removed when recording ends
 
