@@ -45,6 +45,8 @@ DECIDED_BY = {  # recorded run -> the rule that must decide it
     "user-helper-rank-dcp": C.rank_only_collective,  # dcp.save under `if rank == 0:`, rank from a helper module
     "user-super-evaluate": C.rank_only_collective,   # super().evaluate() after `if not is_world_process_zero(): return`
     "user-project-metric": C.rank_only_collective,   # @rank_zero_only calls a metric's compute() of the project's own
+    # a dtype of torch's choosing for a constant (`else 0`, torch.zeros(2)) on the rank with no data of its own
+    "user-int-recall": C.size_mismatch, "user-empty-domain": C.size_mismatch,
     "user-order-swapped": C.different_collectives,
     "user-detail-segfault": C.ddp_segfault,
     "user-loader-hang": C.outside_collective,
@@ -125,6 +127,7 @@ EXPECTED_FAILURE = {  # what each user-script run must be called, besides its cu
     "user-pipe-skip": (1, "collective_timeout"), "user-helper-rank-dcp": (0, "collective_mismatch"),
     # ranks in different collectives until the timeout: collective_mismatch, as the classifier names that text
     "user-super-evaluate": (0, "collective_mismatch"), "user-project-metric": (0, "collective_mismatch"),
+    "user-int-recall": (1, None), "user-empty-domain": (0, None),  # the classifier's collective_mismatch
 }
 
 
@@ -262,9 +265,11 @@ def test_a_size_abort_by_a_power_of_two_says_it_may_be_a_dtype():
     ev = evidence("user-dtype-mismatch")[0]
     v = C.size_mismatch(without_record(ev))
     assert v.culprit is None and "8 bytes received where 4 were expected" in v.reason and "another dtype" in v.reason
-    # with the records the dtypes are known, not guessed
+    # with the records the dtypes are known, not guessed; and the code says whose dtype is a constant's: rank 1's
+    # counters are still the Python ints `{"loss_sum": 0, ...}` of on_validation_epoch_start
     v = C.size_mismatch(ev)
     assert "rank 0 ran all_reduce [3] float32; rank 1 ran all_reduce [3] int64" in v.reason and "bytes" not in v.reason
+    assert v.culprit == 1 and "lit_shards.py:67" in v.reason and "`0`" in v.reason, v.reason
     # 1024 vs 1000 bytes (another shape): no dtype note
     assert "dtype" not in C.size_mismatch(evidence("desync-shape-2")[0]).reason
 

@@ -236,3 +236,47 @@ def test_a_conditional_continue_before_the_send_a_peer_waits_to_receive():
     # the send first, then the skip: nothing skipped
     assert skipped_send(PIPE.replace("        if loss is None:\n            continue\n", "")
                         + "        if loss is None:\n            continue\n", at("p2p(dist.irecv, act, peer)"), flow) is None
+
+
+def test_the_dtype_a_tensor_gets_from_the_constants_of_the_code():
+    from nbhelpers.diagnosis.structure import constant_dtypes
+
+    src = '''
+import numpy as np
+import torch
+import torch.distributed as dist
+
+class Tracker:
+    def __init__(self):
+        self.recalls = []
+        self.sums = {"loss": 0, "n": 0}
+
+    def step(self, tp, pos, loss, n):
+        self.recalls.append(tp / pos if pos else 0)
+        self.sums["loss"] += loss.item()
+        self.sums["n"] += n
+
+    def local(self, v):
+        if not v:
+            return torch.zeros(2)
+        return torch.from_numpy(np.array(v))
+
+    def sync(self, v):
+        dist.all_gather(torch.tensor(self.recalls))
+        t = self.local(v)
+        dist.all_reduce(t)
+        s = torch.tensor([self.sums["loss"], self.sums["n"]])
+        dist.all_reduce(s)
+        dist.all_reduce(torch.zeros(2, dtype=torch.float64))
+'''
+    lines = src.splitlines()
+    def at(text):
+        return next(i for i, t in enumerate(lines, 1) if text in t)
+    def got(text):
+        consts, computed = constant_dtypes(src, at(text))
+        return [(c.dtype, c.text) for c in consts], computed
+    assert got("all_gather(") == ([("int64", "0")], {"float32"})      # `else 0` beside a true division
+    assert got("all_reduce(t)") == ([("float32", "torch.zeros(2)")], set())   # from_numpy: the code does not say
+    assert got("all_reduce(s)") == ([("int64", "0")], set())          # the dict's initial ints; .item(): unknown
+    assert got("float64") == ([], {"float64"})                         # dtype= given: nothing of torch's choosing
+    assert constant_dtypes("def f(:\n", 1) == ([], set())

@@ -19,8 +19,8 @@ from typing import Callable, Iterator
 from nbhelpers.diagnosis.api import Failure, Rule, Verdict
 from nbhelpers.diagnosis.hang import rank_ranges
 from nbhelpers.diagnosis.rankonly import rank_only_calls
-from nbhelpers.diagnosis.structure import (early_exit_before, loop_exit, mapped_rewrites, project_flow, rank_flow,
-                                          receives_at, sends_doc, sigbus_doc, skipped_send)
+from nbhelpers.diagnosis.structure import (ConstantDtype, constant_dtypes, early_exit_before, loop_exit, mapped_rewrites,
+                                          project_flow, rank_flow, receives_at, sends_doc, sigbus_doc, skipped_send)
 from nbhelpers.diagnosis.tracebacks import (RANK_PREFIX, SPY_FRAME, Frame, Where, exceptions, faulthandler_as_spy,
                                             faulthandler_threads, stack_frames, where_from)
 from nbhelpers.diagnosis.watchdog import SHORT_TIMEOUT_MS, timeout_ms
@@ -797,9 +797,37 @@ def size_mismatch(ev: Evidence) -> Verdict | None:
         dtype = ""  # the records say which dtypes and sizes; the bytes' ratio was only a guess at them
     else:
         shapes = "; rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL to have every rank report the shapes"
-    return ev.settle(ev.nobody(Rule.MISMATCH, f"{who} aborted (SIGABRT) on a collective whose size did "
-                     f"not match its peers'{dtype}: gloo aborts the rank that received more than it expected, which "
-                     f"is not necessarily the rank at fault{shapes}", lines), ev.positions)
+    said = (f"{who} aborted (SIGABRT) on a collective whose size did not match its peers'{dtype}: gloo aborts the rank "
+            f"that received more than it expected, which is not necessarily the rank at fault{shapes}")
+    odd = _constant_dtype(ev, fd) if fd and fd["kind"] == "dtype" and not fd["missing"] else None
+    if odd:
+        r, c, file, theirs = odd
+        name = file.rsplit("/", 1)[-1]
+        return ev.blame(r, Rule.MISMATCH, f"{said}. Rank {r}'s {c.dtype} is the dtype torch gives a tensor built "
+                        f"from `{c.text}` ({name}:{c.line}), a constant of the code; its peers sent {theirs}, from "
+                        f"values they computed: rank {r}'s tensor never got past that constant (it had no data of its "
+                        "own for it: an empty shard or domain, a class it lacks), so it is named. Give the tensor one "
+                        "dtype on every rank (dtype=torch.float32 where it is built, a float constant `0.0`)",
+                        [*lines, f"{name}:{c.line}: {c.text} -> {c.dtype}"])
+    return ev.settle(ev.nobody(Rule.MISMATCH, said, lines), ev.positions)
+
+
+def _constant_dtype(ev: Evidence, fd: dict) -> tuple[int, ConstantDtype, str, str] | None:
+    """When the records show the ranks' tensors differing in dtype only, and the code that builds the tensor (read up
+    a rank's stack from the collective) holds a constant whose dtype is exactly one rank's, while the others' dtype
+    is no constant's: (that rank, the constant, its file, what the others sent)."""
+    for w in ev.positions.values():
+        for f in reversed([f for f in w.frames if not f.library and f.file in ev.sources]):
+            consts, _ = constant_dtypes(ev.sources[f.file], f.line)
+            if not consts:
+                continue
+            kinds = {c.dtype for c in consts}
+            hit = [g for g in fd["groups"] if g["dtype"] in kinds]
+            if len(hit) == 1 and len(hit[0]["ranks"]) == 1 and len(fd["groups"]) > 1:
+                others = "; ".join(g["desc"] for g in fd["groups"] if g is not hit[0])
+                return hit[0]["ranks"][0], next(c for c in consts if c.dtype == hit[0]["dtype"]), f.file, others
+            return None
+    return None
 
 
 def model_mismatch(ev: Evidence) -> Verdict | None:

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-from nbhelpers.diagnosis.rankonly import _called, _names
+from nbhelpers.diagnosis.rankonly import _called, _dotted, _names
 
-__all__ = ["EarlyExit", "MappedRewrite", "RankFlow", "SkippedSend", "early_exit_before", "imported_modules", "loop_exit",
-           "mapped_rewrites", "project_flow", "rank_flow", "receives_at", "sends_doc", "sigbus_doc", "skipped_send"]
+__all__ = ["ConstantDtype", "EarlyExit", "MappedRewrite", "RankFlow", "SkippedSend", "constant_dtypes",
+           "early_exit_before", "imported_modules", "loop_exit", "mapped_rewrites", "project_flow", "rank_flow", "receives_at", "sends_doc", "sigbus_doc", "skipped_send"]
 
 
 @dataclass(frozen=True)
@@ -598,3 +598,112 @@ def receives_at(source: str, line: int) -> bool:
     names = set(_catalog_sends()["receives"])
     return any(isinstance(c, ast.Call) and c.lineno <= line <= (c.end_lineno or c.lineno) and _is_send(c, names, {})
                for c in ast.walk(tree))
+
+
+# ---- the dtype a tensor gets from constants in the code ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class ConstantDtype:
+    """A constant of the code that, reaching the tensor a collective sends, gives it a dtype of torch's choosing."""
+    dtype: str           # "int64", "float32"
+    line: int
+    text: str            # the constant's source text (``0``, ``torch.zeros(2)``)
+
+
+_FACTORIES = {"zeros", "ones", "empty", "full", "rand", "randn", "arange", "linspace"}   # default dtype without dtype=
+_DTYPE_NAMES = {"float": "float32", "float32": "float32", "float64": "float64", "double": "float64",
+                "int64": "int64", "long": "int64", "int32": "int32", "int": "int32", "float16": "float16",
+                "half": "float16", "bfloat16": "bfloat16", "bool": "bool"}
+
+
+def constant_dtypes(source: str, line: int) -> tuple[list[ConstantDtype], set[str]]:
+    """Where the tensor passed to the call at ``line`` (1-based; its first argument) of ``source`` comes from, as torch
+    types it: (the constants that can reach it, each with the dtype torch gives a tensor built from it; the dtypes of
+    the computed values that can reach it, where the code says).  torch's rules (its documented type inference):
+    ``torch.tensor`` of Python ints is int64, of Python floats float32 (the default dtype), ``torch.zeros(n)`` and
+    the other factories without ``dtype=`` the default float32; ``a / b`` of Python numbers is a float.  Followed
+    through the function's variables, the file's attributes (``self.x = {...}``, ``self.x.append(v)``, ``self.x[k] +=
+    v``), dict and list literals, ``a if c else b``, and the file's own functions' returns.  ([], set()) when the
+    source does not parse or the line holds no call."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return [], set()
+    calls = [c for c in ast.walk(tree) if isinstance(c, ast.Call) and c.args and c.lineno <= line <= (c.end_lineno or
+                                                                                                        c.lineno)]
+    if not calls:
+        return [], set()
+    call = min(calls, key=lambda c: (c.lineno != line, -c.lineno, c.col_offset))   # the line's outermost call
+    funcs = {n.name: n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    home = next((f for f in sorted(funcs.values(), key=lambda f: -f.lineno) if _holds(f, call.lineno)), tree)
+    text = lambda n: " ".join((ast.get_source_segment(source, n) or "").split())[:80]  # noqa: E731
+    consts: dict[tuple, ConstantDtype] = {}
+    computed: set[str] = set()
+
+    def elements(e: ast.AST, scope: ast.AST, depth: int) -> list[ast.AST]:
+        """The values a container or variable holds: what it is assigned, appended, or added to."""
+        if depth > 8:
+            return []
+        if isinstance(e, (ast.List, ast.Tuple, ast.Set)):
+            return [x for el in e.elts for x in elements(el, scope, depth + 1)]
+        if isinstance(e, ast.Dict):
+            return [x for v in e.values for x in elements(v, scope, depth + 1)]
+        if isinstance(e, ast.IfExp):
+            return elements(e.body, scope, depth + 1) + elements(e.orelse, scope, depth + 1)
+        if isinstance(e, ast.Subscript):
+            return elements(e.value, scope, depth + 1)
+        if isinstance(e, ast.Name):
+            return [x for v in _values(scope, lambda t: isinstance(t, ast.Name) and t.id == e.id)
+                    for x in elements(v, scope, depth + 1)]
+        if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == "self":
+            return [x for v in _values(tree, lambda t: isinstance(t, ast.Attribute) and t.attr == e.attr)
+                    for x in elements(v, tree, depth + 1)]
+        if isinstance(e, ast.Call) and _called(e) in funcs and funcs[_called(e)] is not home:
+            fn = funcs[_called(e)]
+            return [x for r in ast.walk(fn) if isinstance(r, ast.Return) and r.value is not None
+                    for x in elements(r.value, fn, depth + 1)]
+        return [e]
+
+    def typed(e: ast.AST) -> None:
+        """Note the dtype torch gives ``e`` (a leaf value): constant or computed."""
+        if isinstance(e, ast.Constant) and isinstance(e.value, (bool, int, float)):
+            dt = "bool" if isinstance(e.value, bool) else "int64" if isinstance(e.value, int) else "float32"
+            consts.setdefault((dt, e.lineno), ConstantDtype(dt, e.lineno, text(e)))
+        elif isinstance(e, ast.BinOp) and isinstance(e.op, ast.Div):
+            computed.add("float32")   # a true division of Python numbers is a float
+        elif isinstance(e, ast.Call) and _called(e) in _FACTORIES and isinstance(e.func, ast.Attribute) \
+                and _dotted(e.func.value) == "torch":
+            dt = next((_DTYPE_NAMES.get(_dotted(k.value).split(".")[-1]) for k in e.keywords if k.arg == "dtype"), None)
+            if dt is None:
+                consts.setdefault(("float32", e.lineno), ConstantDtype("float32", e.lineno, text(e)))
+            else:
+                computed.add(dt)
+        elif isinstance(e, ast.Call) and _called(e) in ("tensor", "as_tensor", "Tensor") and e.args:
+            dt = next((_DTYPE_NAMES.get(_dotted(k.value).split(".")[-1]) for k in e.keywords if k.arg == "dtype"), None)
+            if dt is not None:
+                computed.add(dt)
+                return
+            for x in elements(e.args[0], home, 0):
+                typed(x)
+
+    for leaf in elements(call.args[0], home, 0):
+        typed(leaf)
+    return sorted(consts.values(), key=lambda c: (c.line, c.dtype)), computed
+
+
+def _values(scope: ast.AST, target) -> list[ast.AST]:
+    """Everything ``scope`` gives a target ``target(node)`` accepts: ``t = v``, ``t += v``, ``t[k] = v``, ``t[k] +=
+    v``, ``t.append(v)``, ``t.extend(v)``."""
+    found = []
+    for n in ast.walk(scope):
+        if isinstance(n, ast.Assign):
+            for t in n.targets:
+                if target(t) or isinstance(t, ast.Subscript) and target(t.value):
+                    found.append(n.value)
+        elif isinstance(n, (ast.AugAssign, ast.AnnAssign)) and n.value is not None and (
+                target(n.target) or isinstance(n.target, ast.Subscript) and target(n.target.value)):
+            found.append(n.value)
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("append", "extend") \
+                and target(n.func.value) and n.args:
+            found.append(n.args[0])
+    return found

@@ -163,6 +163,12 @@ RUNS = {
     "user-project-metric": (user("p_diabetes_regressor", folder="tests/userscripts_heldout20"),
                             "a @rank_zero_only report calls compute() of a metric class in the project's own "
                             "mlcore/metrics.py, which all_reduces; rank 1 waits in the final barrier"),
+    "user-int-recall": (user("f_lit_pairs", folder="tests/userscripts_frameworks5"),
+                        "Lightning: `tp / pos if pos else 0` per batch; rank 1 has no positives, so torch.tensor of "
+                        "its recalls is int64 where rank 0's is float32; gloo aborts rank 0 in the all_gather"),
+    "user-empty-domain": (user("p_contrastive_domains", folder="tests/userscripts_heldout20"),
+                          "a per-domain loss tracker of the project's own returns torch.zeros(2) (float32) for an "
+                          "empty domain, float64 from numpy otherwise; rank 0 has no rows of one domain"),
 }
 TMP: Path  # where the user scripts run from, made in __main__ and removed when recording ends
 
