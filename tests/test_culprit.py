@@ -47,6 +47,7 @@ DECIDED_BY = {  # recorded run -> the rule that must decide it
     "user-project-metric": C.rank_only_collective,   # @rank_zero_only calls a metric's compute() of the project's own
     # a dtype of torch's choosing for a constant (`else 0`, torch.zeros(2)) on the rank with no data of its own
     "user-int-recall": C.size_mismatch, "user-empty-domain": C.size_mismatch,
+    "user-early-stop-exit": C.uneven_collectives,  # the finished rank left the epoch loop on its own accuracy
     "user-order-swapped": C.different_collectives,
     "user-detail-segfault": C.ddp_segfault,
     "user-loader-hang": C.outside_collective,
@@ -128,6 +129,7 @@ EXPECTED_FAILURE = {  # what each user-script run must be called, besides its cu
     # ranks in different collectives until the timeout: collective_mismatch, as the classifier names that text
     "user-super-evaluate": (0, "collective_mismatch"), "user-project-metric": (0, "collective_mismatch"),
     "user-int-recall": (1, None), "user-empty-domain": (0, None),  # the classifier's collective_mismatch
+    "user-early-stop-exit": (0, "collective_mismatch"),
 }
 
 
@@ -297,6 +299,7 @@ def test_ddps_shape_check_names_no_rank_and_says_the_models_differ():
 PASTE_FALLS_SHORT = {  # what only a supervised run knows, not the text a user would paste
     "user-detail-segfault": "ddp_segfault is read from the exit records (SIGSEGV in DDP's constructor)",
     "user-uneven": "only the exit records say rank 0 had ended cleanly while rank 1 still called collectives",
+    "user-early-stop-exit": "only the exit records say rank 0 had ended cleanly (the text shows a peer gone)",
     "user-uneven-finished-stopped": "only the stack dump says rank 0 had ended its script when it was stopped",
     "user-skipped-gather": "only the records and the source say rank 1 skipped the gather: the text shows a peer gone",
     "user-own-watchdog": "the text has two faulthandler dumps and two exits of 1; that the ranks waited in different "

@@ -280,3 +280,28 @@ class Tracker:
     assert got("all_reduce(s)") == ([("int64", "0")], set())          # the dict's initial ints; .item(): unknown
     assert got("float64") == ([], {"float64"})                         # dtype= given: nothing of torch's choosing
     assert constant_dtypes("def f(:\n", 1) == ([], set())
+
+
+def test_an_early_stop_reads_a_value_the_loop_computes():
+    from nbhelpers.diagnosis.structure import early_stop
+
+    src = '''
+def fit(loader, model, max_steps, target):
+    step = 0
+    for epoch in range(10):
+        for x, y in loader:
+            loss = model(x, y)
+            step += 1
+            if step >= max_steps:
+                return
+        acc = model.evaluate()
+        if acc >= target:
+            break
+'''
+    lines = src.splitlines()
+    def at(text):
+        return next(i for i, t in enumerate(lines, 1) if text in t)
+    s = early_stop(src, at("loss = model"))
+    assert (s.loop, s.guard, s.exit_line) == ("for epoch in range(10)", "if acc >= target", at("break"))
+    # a budget over a counter and a setting: every rank reaches it at the same step
+    assert early_stop(src.replace("        if acc >= target:\n            break\n", ""), at("loss = model")) is None

@@ -19,8 +19,9 @@ from typing import Callable, Iterator
 from nbhelpers.diagnosis.api import Failure, Rule, Verdict
 from nbhelpers.diagnosis.hang import rank_ranges
 from nbhelpers.diagnosis.rankonly import rank_only_calls
-from nbhelpers.diagnosis.structure import (ConstantDtype, constant_dtypes, early_exit_before, loop_exit, mapped_rewrites,
-                                          project_flow, rank_flow, receives_at, sends_doc, sigbus_doc, skipped_send)
+from nbhelpers.diagnosis.structure import (ConstantDtype, constant_dtypes, early_exit_before, early_stop, loop_exit,
+                                          mapped_rewrites, project_flow, rank_flow, receives_at, sends_doc, sigbus_doc,
+                                          skipped_send)
 from nbhelpers.diagnosis.tracebacks import (RANK_PREFIX, SPY_FRAME, Frame, Where, exceptions, faulthandler_as_spy,
                                             faulthandler_threads, stack_frames, where_from)
 from nbhelpers.diagnosis.watchdog import SHORT_TIMEOUT_MS, timeout_ms
@@ -1150,10 +1151,13 @@ def _skipped_collective(ev: Evidence, rule: Rule) -> Verdict | None:
 
 
 def uneven_collectives(ev: Evidence) -> Verdict | None:
-    """Needs: exit records and tracebacks.  Concludes: when a rank finished its script (exit 0, or stopped while
-    shutting down after its last line: :meth:`RankView.finished`) while another
-    then failed inside a collective because its peer was gone, the ranks issued different numbers of
-    collectives (uneven inputs: one more batch on one rank, no ``join()``): the rank still calling
+    """Needs: exit records and tracebacks; the user's source.  Concludes: when a rank finished its script (exit 0, or
+    stopped while shutting down after its last line: :meth:`RankView.finished`) while another then failed inside a
+    collective because its peer was gone, the ranks ran different numbers of iterations.  When a loop the rank still
+    calling is in can be left early (a ``break`` or ``return`` under an ``if`` that reads a value the loops compute:
+    :func:`~nbhelpers.diagnosis.structure.early_stop`), the finished rank took that exit on values of its
+    own (an early stop decided per rank) and is named, as the records' rule names a rank that left a loop its peer is
+    still in; else the inputs were uneven (one more batch on one rank, no ``join()``) and the rank still calling
     collectives is named, with each rank's last progress line as evidence."""
     done = [v for v in ev.views if v.finished()]
     stuck = [v for v in ev.views if v.crashed and v.lost_peer() and v.where and v.where.collective]
@@ -1161,6 +1165,21 @@ def uneven_collectives(ev: Evidence) -> Verdict | None:
         return None
     v = stuck[0]
     progress = [f"rank {w.rank}: {w.progress_line()}" for w in ev.views if w.progress_line()]
+    stop = next(((f, s) for f in reversed(v.where.frames) if not f.library and f.file in ev.sources
+                  and (s := early_stop(ev.sources[f.file], f.line))), None)
+    if stop and len(done) == 1:   # the finished rank left that loop early, on a condition of its own
+        f, s = stop
+        name = f.file.rsplit("/", 1)[-1]
+        w = ev.blame(done[0].rank, Rule.UNEVEN, f"rank {done[0].rank} finished the script while rank {v.rank} still "
+                        f"called {v.where.describe()}, which no peer matched; the loop rank {v.rank} is in (`{s.loop}`, "
+                        f"line {s.loop_line}) has an early exit at line {s.exit_line} under `{s.guard}` (line "
+                        f"{s.guard_line}), a test of a value the loop computes: rank {done[0].rank} took it on "
+                        f"values of its own (its loss, its metric, its data) while rank {v.rank}'s did not hold, so "
+                        f"rank {done[0].rank} is named. Decide a stop together: all_reduce the flag or the metric, then "
+                        "every rank leaves at the same step",
+                        progress + [f"{name}:{s.guard_line}: {s.guard}", f"rank {v.rank}: {v.error}"],
+                        Failure.COLLECTIVE_MISMATCH)
+        return replace(w, where=f"{f.file}:{s.exit_line} in the loop at line {s.loop_line}: {s.guard}")
     return ev.blame(v.rank, Rule.UNEVEN, f"rank{'s' if len(done) > 1 else ''} {', '.join(str(w.rank) for w in done)} "
                     f"finished the script while rank {v.rank} still called {v.where.describe()}, which no peer "
                     "matched: the ranks issued different numbers of collectives (uneven inputs: more batches on "

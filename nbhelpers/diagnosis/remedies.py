@@ -124,9 +124,11 @@ REMEDIES: dict[Failure | Rule, tuple[str, ...]] = {
         "(init_process_group() with no world_size/rank, or int(os.environ['WORLD_SIZE'])), never from a config "
         "file or saved state that may come from another job.",),
     Rule.UNEVEN: (
-        "Give every rank the same number of batches: DistributedSampler (drop_last=True, or padding), or shards of "
-        "equal length; when the inputs are uneven on purpose, wrap the loop in DDP's `with model.join():` "
-        "(torch.distributed.algorithms.Join) so finished ranks shadow the collectives of the others.",),
+        "Give every rank the same number of iterations. Uneven inputs: the same number of batches on every rank "
+        "(DistributedSampler with drop_last=True, or padding; shards of equal length), or, when they are uneven on "
+        "purpose, DDP's `with model.join():` (torch.distributed.algorithms.Join) so finished ranks shadow the "
+        "collectives of the others. An early stop: decide it together (all_reduce the metric or the flag first), so "
+        "every rank leaves the loop at the same step.",),
     Rule.MAPPED_FILE_SHRUNK: (
         "Never rewrite a file in place while another rank maps it: write the new data to a new file (a temporary "
         "name, then os.replace, which leaves the old file whole for mappings that still use it), then let every "

@@ -16,8 +16,9 @@ from importlib import resources
 
 from nbhelpers.diagnosis.rankonly import _called, _dotted, _names
 
-__all__ = ["ConstantDtype", "EarlyExit", "MappedRewrite", "RankFlow", "SkippedSend", "constant_dtypes",
-           "early_exit_before", "imported_modules", "loop_exit", "mapped_rewrites", "project_flow", "rank_flow", "receives_at", "sends_doc", "sigbus_doc", "skipped_send"]
+__all__ = ["ConstantDtype", "EarlyExit", "EarlyStop", "MappedRewrite", "RankFlow", "SkippedSend", "constant_dtypes",
+           "early_exit_before", "early_stop", "imported_modules", "loop_exit", "mapped_rewrites", "project_flow",
+           "rank_flow", "receives_at", "sends_doc", "sigbus_doc", "skipped_send"]
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,63 @@ def loop_exit(source: str, line: int) -> int | None:
         return None
 
     return visit(loop, False, False)
+
+
+@dataclass(frozen=True)
+class EarlyStop:
+    """A loop holding a line, and the ``break``/``return`` under an ``if`` that leaves it early."""
+    loop_line: int
+    loop: str            # the loop's header
+    exit_line: int
+    guard_line: int
+    guard: str           # the condition's source text
+
+
+def early_stop(source: str, line: int) -> EarlyStop | None:
+    """The innermost loop holding ``line`` (1-based) of ``source`` that a ``break`` or ``return`` under an ``if`` can
+    leave before its iterations run out, where the ``if`` reads a value the loops compute (``if acc >= target:
+    break``, not ``if step == max_steps: break`` over a counter and a setting, which every rank reaches together), as
+    an :class:`EarlyStop`; None."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    loops = sorted((n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.AsyncFor, ast.While))
+                    and _holds(n, line)), key=lambda n: -n.lineno)
+    if not loops:
+        return None
+    computed = set()   # what the loops compute: names assigned in them, but counters (range targets, ``step += 1``)
+    for n in ast.walk(loops[-1]):
+        if isinstance(n, (ast.Assign, ast.AnnAssign)):
+            computed |= {t.id for tg in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                         for t in ast.walk(tg) if isinstance(t, ast.Name)}
+        elif isinstance(n, ast.AugAssign) and not isinstance(n.value, ast.Constant) and isinstance(n.target, ast.Name):
+            computed.add(n.target.id)
+        elif isinstance(n, (ast.For, ast.AsyncFor)) and not (isinstance(n.iter, ast.Call) and _called(n.iter) in
+                                                             ("range", "enumerate")):
+            computed |= {t.id for t in ast.walk(n.target) if isinstance(t, ast.Name)}
+    text = lambda n: " ".join((ast.get_source_segment(source, n) or "").split())[:100]  # noqa: E731
+
+    def visit(node: ast.AST, guard: ast.If | None, nested: bool):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                continue
+            if guard is not None and (isinstance(child, ast.Return) or isinstance(child, ast.Break) and not nested):
+                return child, guard
+            inner = nested or isinstance(child, (ast.For, ast.AsyncFor, ast.While))
+            reads = isinstance(child, ast.If) and {n.id for n in ast.walk(child.test) if isinstance(n, ast.Name)}
+            found = visit(child, child if isinstance(child, ast.If) and reads & computed else guard, inner)
+            if found:
+                return found
+        return None
+
+    for loop in loops:
+        found = visit(loop, None, False)
+        if found:
+            ex, g = found
+            head = (ast.get_source_segment(source, loop) or "").splitlines()[0].strip().rstrip(":")
+            return EarlyStop(loop.lineno, head, ex.lineno, g.lineno, f"if {text(g.test)}")
+    return None
 
 
 @dataclass(frozen=True)

@@ -169,6 +169,9 @@ RUNS = {
     "user-empty-domain": (user("p_contrastive_domains", folder="tests/userscripts_heldout20"),
                           "a per-domain loss tracker of the project's own returns torch.zeros(2) (float32) for an "
                           "empty domain, float64 from numpy otherwise; rank 0 has no rows of one domain"),
+    "user-early-stop-exit": (user("f_acc_tabular", folder="tests/userscripts_frameworks5"),
+                             "accelerate: an early stop on each rank's own dev accuracy; rank 0 breaks, saves and "
+                             "exits while rank 1 starts another epoch (its DataLoader's broadcast)"),
 }
 TMP: Path  # where the user scripts run from, made in __main__ and removed when recording ends
 
