@@ -273,13 +273,12 @@ class Tracker:
     def at(text):
         return next(i for i, t in enumerate(lines, 1) if text in t)
     def got(text):
-        consts, computed = constant_dtypes(src, at(text))
-        return [(c.dtype, c.text) for c in consts], computed
-    assert got("all_gather(") == ([("int64", "0")], {"float32"})      # `else 0` beside a true division
-    assert got("all_reduce(t)") == ([("float32", "torch.zeros(2)")], set())   # from_numpy: the code does not say
-    assert got("all_reduce(s)") == ([("int64", "0")], set())          # the dict's initial ints; .item(): unknown
-    assert got("float64") == ([], {"float64"})                         # dtype= given: nothing of torch's choosing
-    assert constant_dtypes("def f(:\n", 1) == ([], set())
+        return [(c.dtype, c.text) for c in constant_dtypes(src, at(text))]
+    assert got("all_gather(") == [("int64", "0")]                      # `else 0` beside a true division (computed)
+    assert got("all_reduce(t)") == [("float32", "torch.zeros(2)")]     # from_numpy: the data's, not a constant's
+    assert got("all_reduce(s)") == [("int64", "0")]                    # the dict's initial ints; .item(): the data's
+    assert got("float64") == []                                        # dtype= given: nothing of torch's choosing
+    assert constant_dtypes("def f(:\n", 1) == []
 
 
 def test_an_early_stop_reads_a_value_the_loop_computes():

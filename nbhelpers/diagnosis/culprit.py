@@ -753,8 +753,7 @@ def rank_only_collective(ev: Evidence) -> Verdict | None:
     if not mismatch and ev.status not in ("hang", "timeout", "interrupted") and \
             not any(_is_victim_error(v.error) for v in ev.views):
         return None
-    flow = project_flow(ev.sources)
-    found = [c for path, text in ev.sources.items() for c in rank_only_calls(text, path, flow.of(path), ev.sources)]
+    found = [c for path, text in ev.sources.items() for c in rank_only_calls(text, path, ev.flow(path), ev.sources)]
     who = [c.only if c.only is not None else 1 - c.but if c.but in (0, 1) and ev.world == 2 else None for c in found]
     found = [(c, r) for c, r in zip(found, who) if r in ev.by_rank]
     if not found:
@@ -819,7 +818,7 @@ def _constant_dtype(ev: Evidence, fd: dict) -> tuple[int, ConstantDtype, str, st
     is no constant's: (that rank, the constant, its file, what the others sent)."""
     for w in ev.positions.values():
         for f in reversed([f for f in w.frames if not f.library and f.file in ev.sources]):
-            consts, _ = constant_dtypes(ev.sources[f.file], f.line)
+            consts = constant_dtypes(ev.sources[f.file], f.line)
             if not consts:
                 continue
             kinds = {c.dtype for c in consts}

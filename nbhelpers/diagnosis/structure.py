@@ -669,34 +669,28 @@ class ConstantDtype:
 
 
 _FACTORIES = {"zeros", "ones", "empty", "full", "rand", "randn", "arange", "linspace"}   # default dtype without dtype=
-_DTYPE_NAMES = {"float": "float32", "float32": "float32", "float64": "float64", "double": "float64",
-                "int64": "int64", "long": "int64", "int32": "int32", "int": "int32", "float16": "float16",
-                "half": "float16", "bfloat16": "bfloat16", "bool": "bool"}
 
 
-def constant_dtypes(source: str, line: int) -> tuple[list[ConstantDtype], set[str]]:
-    """Where the tensor passed to the call at ``line`` (1-based; its first argument) of ``source`` comes from, as torch
-    types it: (the constants that can reach it, each with the dtype torch gives a tensor built from it; the dtypes of
-    the computed values that can reach it, where the code says).  torch's rules (its documented type inference):
-    ``torch.tensor`` of Python ints is int64, of Python floats float32 (the default dtype), ``torch.zeros(n)`` and
-    the other factories without ``dtype=`` the default float32; ``a / b`` of Python numbers is a float.  Followed
-    through the function's variables, the file's attributes (``self.x = {...}``, ``self.x.append(v)``, ``self.x[k] +=
-    v``), dict and list literals, ``a if c else b``, and the file's own functions' returns.  ([], set()) when the
-    source does not parse or the line holds no call."""
+def constant_dtypes(source: str, line: int) -> list[ConstantDtype]:
+    """The constants of the code that can reach the tensor passed to the call at ``line`` (1-based; its first
+    argument) of ``source``, each with the dtype torch gives a tensor built from it (its documented type inference:
+    ``torch.tensor`` of Python ints is int64, of Python floats float32, the default dtype; ``torch.zeros(n)`` and the
+    other factories without ``dtype=`` the default float32).  Followed through the function's variables, the file's
+    attributes (``self.x = {...}``, ``self.x.append(v)``, ``self.x[k] += v``), dict and list literals, ``a if c else
+    b``, and the file's own functions' returns.  [] when the source does not parse or the line holds no call."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
-        return [], set()
+        return []
     calls = [c for c in ast.walk(tree) if isinstance(c, ast.Call) and c.args and c.lineno <= line <= (c.end_lineno or
                                                                                                         c.lineno)]
     if not calls:
-        return [], set()
+        return []
     call = min(calls, key=lambda c: (c.lineno != line, -c.lineno, c.col_offset))   # the line's outermost call
     funcs = {n.name: n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     home = next((f for f in sorted(funcs.values(), key=lambda f: -f.lineno) if _holds(f, call.lineno)), tree)
     text = lambda n: " ".join((ast.get_source_segment(source, n) or "").split())[:80]  # noqa: E731
     consts: dict[tuple, ConstantDtype] = {}
-    computed: set[str] = set()
 
     def elements(e: ast.AST, scope: ast.AST, depth: int) -> list[ast.AST]:
         """The values a container or variable holds: what it is assigned, appended, or added to."""
@@ -723,30 +717,21 @@ def constant_dtypes(source: str, line: int) -> tuple[list[ConstantDtype], set[st
         return [e]
 
     def typed(e: ast.AST) -> None:
-        """Note the dtype torch gives ``e`` (a leaf value): constant or computed."""
+        """Note the dtype torch gives ``e`` (a leaf value) when it is a constant's; a ``dtype=`` given is none."""
         if isinstance(e, ast.Constant) and isinstance(e.value, (bool, int, float)):
             dt = "bool" if isinstance(e.value, bool) else "int64" if isinstance(e.value, int) else "float32"
             consts.setdefault((dt, e.lineno), ConstantDtype(dt, e.lineno, text(e)))
-        elif isinstance(e, ast.BinOp) and isinstance(e.op, ast.Div):
-            computed.add("float32")   # a true division of Python numbers is a float
-        elif isinstance(e, ast.Call) and _called(e) in _FACTORIES and isinstance(e.func, ast.Attribute) \
-                and _dotted(e.func.value) == "torch":
-            dt = next((_DTYPE_NAMES.get(_dotted(k.value).split(".")[-1]) for k in e.keywords if k.arg == "dtype"), None)
-            if dt is None:
-                consts.setdefault(("float32", e.lineno), ConstantDtype("float32", e.lineno, text(e)))
-            else:
-                computed.add(dt)
-        elif isinstance(e, ast.Call) and _called(e) in ("tensor", "as_tensor", "Tensor") and e.args:
-            dt = next((_DTYPE_NAMES.get(_dotted(k.value).split(".")[-1]) for k in e.keywords if k.arg == "dtype"), None)
-            if dt is not None:
-                computed.add(dt)
-                return
+        elif not isinstance(e, ast.Call) or any(k.arg == "dtype" for k in e.keywords):
+            return
+        elif _called(e) in _FACTORIES and isinstance(e.func, ast.Attribute) and _dotted(e.func.value) == "torch":
+            consts.setdefault(("float32", e.lineno), ConstantDtype("float32", e.lineno, text(e)))
+        elif _called(e) in ("tensor", "as_tensor", "Tensor") and e.args:
             for x in elements(e.args[0], home, 0):
                 typed(x)
 
     for leaf in elements(call.args[0], home, 0):
         typed(leaf)
-    return sorted(consts.values(), key=lambda c: (c.line, c.dtype)), computed
+    return sorted(consts.values(), key=lambda c: (c.line, c.dtype))
 
 
 def _values(scope: ast.AST, target) -> list[ast.AST]:
