@@ -16,7 +16,8 @@ from nbhelpers.runtime.runfolder import collective_record, read_run_dir, read_so
 RUNS = Path(__file__).resolve().parent / "data" / "runs"
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "faulty"
 # every set of users' scripts, where the recorded runs' frames point (found by glob: a new set is read at once)
-SCRIPT_SETS = [EXAMPLES, *sorted(Path(__file__).resolve().parent.glob("userscripts_*"))]
+SCRIPT_SETS = [EXAMPLES, *sorted(Path(__file__).resolve().parent.glob("userscripts_*")),
+               Path(__file__).resolve().parent / "data" / "exithang"]
 
 DECIDED_BY = {  # recorded run -> the rule that must decide it
     "healthy": C.passed,
@@ -48,6 +49,8 @@ DECIDED_BY = {  # recorded run -> the rule that must decide it
     # a dtype of torch's choosing for a constant (`else 0`, torch.zeros(2)) on the rank with no data of its own
     "user-int-recall": C.size_mismatch, "user-empty-domain": C.size_mismatch,
     "user-early-stop-exit": C.uneven_collectives,  # the finished rank left the epoch loop on its own accuracy
+    "user-exit-thread": C.hung_at_exit,   # every rank: Python waits at exit for a non-daemon thread of the script's
+    "user-exit-del": C.hung_at_exit,      # rank 0: a __del__ joins a thread nobody stopped, after main() returned
     "user-order-swapped": C.different_collectives,
     "user-detail-segfault": C.ddp_segfault,
     "user-loader-hang": C.outside_collective,
@@ -130,6 +133,7 @@ EXPECTED_FAILURE = {  # what each user-script run must be called, besides its cu
     "user-super-evaluate": (0, "collective_mismatch"), "user-project-metric": (0, "collective_mismatch"),
     "user-int-recall": (1, None), "user-empty-domain": (0, None),  # the classifier's collective_mismatch
     "user-early-stop-exit": (0, "collective_mismatch"),
+    "user-exit-del": (0, "exit_without_destroy"),
 }
 
 
@@ -176,7 +180,8 @@ def test_users_scripts_get_their_culprit_failure_and_line(name):
     culprit, failure = EXPECTED_FAILURE[name]
     assert v.culprit == culprit and (v.failure.value if v.failure else None) == failure, v
     if culprit is not None and name != "user-sigkill":  # SIGKILL leaves no traceback and no stack to read
-        assert v.where and ("examples/faulty/train_" in v.where or "userscripts_" in v.where), v.where
+        assert v.where and any(d in v.where for d in ("examples/faulty/train_", "userscripts_", "data/exithang/")), \
+            v.where
         # (the line of the user's code, not torch's)
 
 
@@ -300,6 +305,8 @@ PASTE_FALLS_SHORT = {  # what only a supervised run knows, not the text a user w
     "user-detail-segfault": "ddp_segfault is read from the exit records (SIGSEGV in DDP's constructor)",
     "user-uneven": "only the exit records say rank 0 had ended cleanly while rank 1 still called collectives",
     "user-early-stop-exit": "only the exit records say rank 0 had ended cleanly (the text shows a peer gone)",
+    "user-exit-del": "only the stack dumps say the ranks had ended main() (the text shows a rank stopped by SIGTERM)",
+    "user-exit-thread": "only the stack dumps say the ranks had ended main() (the text shows ranks stopped by SIGTERM)",
     "user-uneven-finished-stopped": "only the stack dump says rank 0 had ended its script when it was stopped",
     "user-skipped-gather": "only the records and the source say rank 1 skipped the gather: the text shows a peer gone",
     "user-own-watchdog": "the text has two faulthandler dumps and two exits of 1; that the ranks waited in different "
@@ -486,11 +493,13 @@ def test_a_rank_stopped_while_shutting_down_after_its_script_had_finished():
     # stopped ranks that had not finished: waiting in a collective (frames in the dump), or dying of an error of
     # their own or a lost peer (no frame left, but a traceback in the log)
     # (in exit-abort and user-exit-segv every rank had run its script to the end: the stopped one had finished too)
-    finished_too = {"user-uneven-finished-stopped": 0, "exit-abort": 1, "user-exit-segv": 0}
+    # (in user-exit-thread both ranks had ended their script and Python waited at exit for a thread of theirs)
+    finished_too = [("user-uneven-finished-stopped", 0), ("exit-abort", 1), ("user-exit-segv", 0),
+                    ("user-exit-thread", 0), ("user-exit-thread", 1)]
     stopped = [(name, v) for name in sorted(DECIDED_BY) for v in evidence(name)[0].views
                if v.record.get("stop_signal") and v.stack]
     assert len(stopped) > 20
-    assert sorted((name, v.rank) for name, v in stopped if v.finished()) == sorted(finished_too.items())
+    assert sorted((name, v.rank) for name, v in stopped if v.finished()) == sorted(finished_too)
 
 
 def test_ddps_reducer_error_on_every_rank_gets_the_advice_for_parameters_without_gradients():

@@ -304,3 +304,10 @@ def fit(loader, model, max_steps, target):
     assert (s.loop, s.guard, s.exit_line) == ("for epoch in range(10)", "if acc >= target", at("break"))
     # a budget over a counter and a setting: every rank reaches it at the same step
     assert early_stop(src.replace("        if acc >= target:\n            break\n", ""), at("loss = model")) is None
+
+
+def test_the_module_level_call_of_the_scripts_entry_function():
+    from nbhelpers.diagnosis.structure import own_call_at
+
+    src = "import os\ndef main():\n    pass\nif __name__ == '__main__':\n    os.getpid()\n    main()\n"
+    assert own_call_at(src, 6) == "main" and own_call_at(src, 5) is None and own_call_at("def f(:\n", 1) is None

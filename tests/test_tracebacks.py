@@ -104,3 +104,12 @@ def test_mp_spawns_bare_exception_wrapper_is_not_the_ranks_error():
     text = next(r["log"] for r in map(json.loads, corpus.read_text().splitlines()) if r["id"] == "lkeab/BCNet#53")
     assert "\nException: \n" in text
     assert all(w.exc_type != "Exception" for _, _, w in exceptions(text))
+
+
+def test_every_thread_of_a_py_spy_dump():
+    from nbhelpers.diagnosis.tracebacks import spy_threads
+
+    dump = (Path(__file__).parent / "data" / "runs" / "user-exit-thread" / "rank0.stack.txt").read_text()
+    threads = dict(spy_threads(dump))
+    assert threads["MainThread"][-1].func == "_shutdown"      # Python waits at exit for its threads
+    assert [(f.func, f.line) for f in threads["uploader"] if not f.library] == [("_run", 23)]

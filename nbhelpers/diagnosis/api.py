@@ -45,6 +45,7 @@ class Rule(str, Enum):
     MISMATCH = "mismatch"           # a rank aborted on a size mismatch: not necessarily the one at fault
     MODEL_MISMATCH = "model_mismatch"  # DDP refused a model whose parameters differ from rank 0's
     EXIT_WITHOUT_DESTROY = "exit_without_destroy"  # aborted in Python's shutdown, group never destroyed
+    EXIT_HANG = "exit_hang"         # ended its script but its process never ended: waits in teardown
     DDP_SEGFAULT = "ddp_segfault"   # every rank crashed in DDP's constructor: the environment, not a rank
     SAME_ERROR = "same_error"       # every rank raised the same error at the same line: what they share is at fault
     RACE = "race"                   # every rank takes the same exclusive thing (a port, a new folder): a race, not a rank

@@ -20,10 +20,10 @@ from nbhelpers.diagnosis.api import Failure, Rule, Verdict
 from nbhelpers.diagnosis.hang import rank_ranges
 from nbhelpers.diagnosis.rankonly import rank_only_calls
 from nbhelpers.diagnosis.structure import (ConstantDtype, constant_dtypes, early_exit_before, early_stop, loop_exit,
-                                          mapped_rewrites, project_flow, rank_flow, receives_at, sends_doc, sigbus_doc,
-                                          skipped_send)
+                                          mapped_rewrites, own_call_at, project_flow, rank_flow, receives_at, sends_doc,
+                                          sigbus_doc, skipped_send)
 from nbhelpers.diagnosis.tracebacks import (RANK_PREFIX, SPY_FRAME, Frame, Where, exceptions, faulthandler_as_spy,
-                                            faulthandler_threads, stack_frames, where_from)
+                                            faulthandler_threads, spy_threads, stack_frames, user_frame, where_from)
 from nbhelpers.diagnosis.watchdog import SHORT_TIMEOUT_MS, timeout_ms
 
 __all__ = ["RankView", "Evidence", "RULES", "find_culprit", "named_ranks", "store_key_ranks", "torchrun_root_cause",
@@ -872,6 +872,58 @@ def exit_without_destroy(ev: Evidence) -> Verdict | None:
                     [f"rank {v.rank}: {_signal_text(v.record)}", f"rank {v.rank}: {v.exit_abort_line()}"])
 
 
+def hung_at_exit(ev: Evidence) -> Verdict | None:
+    """Needs: exit records (the script's end, as the rank shim saw it; the stop), stack dumps, the user's source.
+    Concludes: the job did not end because ranks had ended their work but not their process, each stopped while
+    either Python waited at exit for a thread of the script's own that was still running (the main thread in
+    ``threading._shutdown``: a non-daemon thread never told to stop), or while the objects of the script's entry
+    function were being freed (the main thread at the module-level ``main()`` call, ``main``'s own frame gone: a
+    destructor waits).  Every other rank exited.  The one rank that hung is named; when every rank hung, what they
+    share is at fault and nobody is."""
+    if ev.status == "ok" or ev.crashed_alone:
+        return None
+    script = ev.script()
+    hung: dict[int, str] = {}
+    for v in ev.views:
+        if not v.record.get("stop_signal"):
+            if v.record.get("returncode") == 0:
+                continue   # it exited
+            return None
+        if v.error or v.traceback:
+            return None
+        threads = spy_threads(v.stack)
+        main = next((fr for name, fr in threads if name == "MainThread"), [])
+        own = [(name, f) for name, fr in threads if name != "MainThread" and (f := user_frame(fr))]
+        if "python_exit" in v.record and main and main[-1].func == "_shutdown" and own:
+            hung[v.rank] = ("Python waited at exit for " + ", ".join(
+                f"thread \"{name}\" ({f.file.rsplit('/', 1)[-1]}:{f.line} in {f.func})" for name, f in own) +
+                ", still running: a thread that is no daemon and was never told to stop")
+            continue
+        user = [f for f in main if not f.library]
+        entry = own_call_at(ev.sources[script], user[0].line) if script and user and user[0].file == script \
+            and user[0].func == "<module>" else None
+        if entry and not any(f.func == entry for f in user[1:]):
+            hung[v.rank] = (f"{entry}() had returned (its frame is gone; the main thread is at "
+                            f"{script.rsplit('/', 1)[-1]}:{user[0].line}) and the process hung while {entry}()'s "
+                            "objects were freed: a destructor waits" +
+                            (f" ({', '.join(f'{f.func} at line {f.line}' for f in user[1:])})" if user[1:] else
+                             ", in C++ (no Python frame)"))
+            continue
+        return None
+    if not hung:
+        return None
+    said = "; ".join(f"rank {r}: {why}" for r, why in sorted(hung.items()))
+    exited = [v.rank for v in ev.views if v.rank not in hung]
+    tail = f" Rank{'s' if len(exited) > 1 else ''} {rank_ranges(exited)} exited." if exited else ""
+    if len(hung) == 1 and exited:
+        r = next(iter(hung))
+        return ev.blame(r, Rule.EXIT_HANG, f"rank {r} ended its work but not its process: {said}.{tail}",
+                        [said], Failure.EXIT_WITHOUT_DESTROY)
+    return ev.nobody(Rule.EXIT_HANG, f"ranks {rank_ranges(sorted(hung))} ended their work but not their processes, "
+                     f"in the same way: {said}.{tail} What they share (the script's teardown) is at fault, not a rank",
+                     [said], Failure.EXIT_WITHOUT_DESTROY)
+
+
 def ddp_segfault(ev: Evidence) -> Verdict | None:
     """Needs: exit records and faulthandler's dump in the logs (the rank shim turns faulthandler on in every rank).
     Concludes, naming nobody: every rank that died crashed with SIGSEGV inside DistributedDataParallel's
@@ -1404,7 +1456,8 @@ def nobody_stands_out(ev: Evidence) -> Verdict:
 
 
 RULES: list[Callable[[Evidence], Verdict | None]] = [
-    passed, desync_rule, rank_only_collective, size_mismatch, model_mismatch, exit_without_destroy, ddp_segfault, same_error, race,
+    passed, desync_rule, rank_only_collective, size_mismatch, model_mismatch, exit_without_destroy, hung_at_exit,
+    ddp_segfault, same_error, race,
     mapped_file_shrunk, crashed, wrong_world, short_timeout, named, key_never_set,
     skipped_call, uneven_collectives, unmatched, late, different_collectives, new_collective, collective_in_lock, outside_collective,
     furthest_behind, unreachable,

@@ -211,6 +211,13 @@ REMEDIES: dict[Failure | Rule, tuple[str, ...]] = {
         "Build the model from the same data on every rank: a vocabulary, label set or config computed from each "
         "rank's own shard differs between ranks. Compute it once (rank 0) and broadcast_object_list it, or read it "
         "from one shared file.",),
+    Rule.EXIT_HANG: (
+        "Let the process end: a thread of your own that may still run at exit must be a daemon "
+        "(threading.Thread(daemon=True)) or be told to stop and joined before the script ends (put the sentinel on "
+        "its queue); join DataLoader workers and executors (shutdown()) and close what holds a process, then call "
+        "dist.barrier() and dist.destroy_process_group() as the last lines of main().",
+        "If it still hangs in a destructor with no Python frame, `py-spy dump --native --pid PID` shows which C++ "
+        "teardown waits (a process group whose peer is gone, a library's thread pool).",),
     Rule.EXIT_WITHOUT_DESTROY: (
         "Nothing hung and no step failed: the rank aborted while Python shut down because the script never "
         "called dist.destroy_process_group(). Wait on async collectives (`work.wait()`), then call "
@@ -229,7 +236,7 @@ REMEDIES: dict[Failure | Rule, tuple[str, ...]] = {
 # Rules that find the exact cause and its line: their remedy is the whole advice.  The failure's general remedies
 # would only send the reader looking for what the rule already found (DETAIL to find the mismatch, "find the rank
 # that was not in the collective"), or contradict it (a short timeout's fix is a longer timeout).
-COMPLETE = frozenset({Rule.RANK_ONLY_COLLECTIVE, Rule.COLLECTIVE_IN_LOCK, Rule.SHORT_TIMEOUT, Rule.RACE,
+COMPLETE = frozenset({Rule.EXIT_HANG, Rule.RANK_ONLY_COLLECTIVE, Rule.COLLECTIVE_IN_LOCK, Rule.SHORT_TIMEOUT, Rule.RACE,
                       Rule.KEY_NEVER_SET, Rule.WRONG_WORLD, Rule.UNEVEN, Rule.EXIT_WITHOUT_DESTROY,
                       Rule.SKIPPED_CALL, Rule.NEW_COLLECTIVE, Rule.MAPPED_FILE_SHRUNK})
 

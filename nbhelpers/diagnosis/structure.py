@@ -17,8 +17,8 @@ from importlib import resources
 from nbhelpers.diagnosis.rankonly import _called, _dotted, _names
 
 __all__ = ["ConstantDtype", "EarlyExit", "EarlyStop", "MappedRewrite", "RankFlow", "SkippedSend", "constant_dtypes",
-           "early_exit_before", "early_stop", "imported_modules", "loop_exit", "mapped_rewrites", "project_flow",
-           "rank_flow", "receives_at", "sends_doc", "sigbus_doc", "skipped_send"]
+           "early_exit_before", "early_stop", "imported_modules", "loop_exit", "mapped_rewrites", "own_call_at",
+           "project_flow", "rank_flow", "receives_at", "sends_doc", "sigbus_doc", "skipped_send"]
 
 
 @dataclass(frozen=True)
@@ -750,3 +750,15 @@ def _values(scope: ast.AST, target) -> list[ast.AST]:
                 and target(n.func.value) and n.args:
             found.append(n.args[0])
     return found
+
+
+def own_call_at(source: str, line: int) -> str | None:
+    """The name of the function of ``source``'s own that the module-level statement at ``line`` (1-based) calls
+    (``main()`` under ``if __name__ == "__main__":``), or None."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    own = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    return next((_called(c) for c in ast.walk(tree) if isinstance(c, ast.Call) and c.lineno == line
+                 and _called(c) in own and isinstance(c.func, ast.Name)), None)

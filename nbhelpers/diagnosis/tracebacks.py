@@ -13,7 +13,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-__all__ = ["Frame", "Where", "last_traceback", "exceptions", "stack_frames", "faulthandler_as_spy",
+__all__ = ["Frame", "Where", "last_traceback", "exceptions", "stack_frames", "spy_threads", "faulthandler_as_spy",
            "main_thread_active", "user_frame", "collective_of", "where_from"]
 
 RANK_PREFIX = re.compile(r"^(?:\[(?:rank|default)?\d+\]:\s?)+")     # torchrun --tee / [rank1]: prefixes
@@ -196,6 +196,19 @@ def stack_frames(dump: str) -> Where | None:
         if m and in_main:
             frames.append(Frame(m.group(2), int(m.group(3)), m.group(1).rsplit(".", 1)[-1]))
     return Where("stack", frames[::-1]) if frames else None
+
+
+def spy_threads(dump: str) -> list[tuple[str, list[Frame]]]:
+    """Every thread of a ``py-spy dump``: (its name, its frames outermost first); threads without a Python frame
+    (a C++ worker) are left out."""
+    found: list[tuple[str, list[Frame]]] = []
+    for ln in dump.splitlines():
+        t = SPY_THREAD.match(ln)
+        if t:
+            found.append((t.group(2), []))
+        elif found and (m := SPY_FRAME.match(ln)):
+            found[-1][1].insert(0, Frame(m.group(2), int(m.group(3)), m.group(1).rsplit(".", 1)[-1]))
+    return [(name, frames) for name, frames in found if frames]
 
 
 FH_THREAD = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-fA-F]+) \(most recent call first\):")

@@ -30,9 +30,9 @@ def probe(fault, **kw):
     return lambda: run_probe(2, timeout=3.0, size_mb=2.0, fault=fault, live=False, **kw)
 
 
-def user(script, *args, folder="examples/faulty"):
+def user(script, *args, folder="examples/faulty", timeout=120):
     """A realistic training script of examples/faulty (see its FAULTS.md), or of another set of them, supervised as
-    a user would."""
+    a user would (``timeout``: run's own, for a job that does not end by itself)."""
     from nbhelpers.scenarios.supervise import example, supervise
 
     FOLDERS[script] = folder
@@ -40,7 +40,7 @@ def user(script, *args, folder="examples/faulty"):
     def run():
         path = example(script, TMP / script, HERE.parents[2] / folder)
         with contextlib.chdir(path.parent):  # as a user starts it: from its folder (its data/ is relative)
-            return supervise(str(path), list(args), nproc=2, timeout=120, live=False)
+            return supervise(str(path), list(args), nproc=2, timeout=timeout, live=False)
     return run
 
 
@@ -172,6 +172,12 @@ RUNS = {
     "user-early-stop-exit": (user("f_acc_tabular", folder="tests/userscripts_frameworks5"),
                              "accelerate: an early stop on each rank's own dev accuracy; rank 0 breaks, saves and "
                              "exits while rank 1 starts another epoch (its DataLoader's broadcast)"),
+    "user-exit-thread": (user("train_uploader", folder="tests/data/exithang", timeout=30),
+                         "every rank's checkpoint uploader thread (not a daemon) waits on its queue forever: Python "
+                         "waits for it at exit, on every rank"),
+    "user-exit-del": (user("train_writer_del", folder="tests/data/exithang", timeout=30),
+                      "rank 0's metrics writer joins its thread in __del__ when main() returns; the thread waits on "
+                      "its queue forever; rank 1 exits"),
 }
 TMP: Path  # where the user scripts run from, made in __main__ and removed when recording ends
 
