@@ -289,15 +289,23 @@ def _module_names(path: str) -> set[str]:
     return {parts[-2]} if stem == "__init__" and len(parts) > 1 else {stem, *parts[-2:-1]}
 
 
+def _import_parts(tree: ast.AST) -> list[tuple[int, str]]:
+    """The modules ``tree`` imports, as (level, dotted name): ``import a.b`` -> (0, "a.b"); ``from a import b`` ->
+    (0, "a") and (0, "a.b") (``b`` may be a module); ``from .c import d`` -> (1, "c"), (1, "c.d")."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(0, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            found += [(node.level, base)] if base else []
+            found += [(node.level, f"{base}.{a.name}".lstrip(".")) for a in node.names if a.name != "*"]
+    return list(dict.fromkeys(found))
+
+
 def _imported_names(tree: ast.AST) -> set[str]:
     """Every name an import of the file mentions: its modules' dotted parts, and what it takes from them."""
-    found = set()
-    for n in ast.walk(tree):
-        if isinstance(n, ast.Import):
-            found |= {p for a in n.names for p in a.name.split(".")}
-        elif isinstance(n, ast.ImportFrom):
-            found |= set((n.module or "").split(".")) | {a.name for a in n.names}
-    return found - {""}
+    return {p for _, name in _import_parts(tree) for p in name.split(".")} - {""}
 
 
 @lru_cache(maxsize=16)

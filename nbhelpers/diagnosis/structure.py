@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-from nbhelpers.diagnosis.rankonly import _called, _dotted, _names
+from nbhelpers.diagnosis.rankonly import _called, _dotted, _import_parts, _names
 
 __all__ = ["ConstantDtype", "EarlyExit", "EarlyStop", "MappedRewrite", "RankFlow", "SkippedSend", "constant_dtypes",
            "early_exit_before", "early_stop", "imported_modules", "loop_exit", "mapped_rewrites", "own_call_at",
@@ -32,6 +32,11 @@ class EarlyExit:
 
 def _functions(tree: ast.AST):
     return [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def _segment(source: str, node: ast.AST, width: int = 100) -> str:
+    """``node``'s source text on one line, cut at ``width`` characters."""
+    return " ".join((ast.get_source_segment(source, node) or "").split())[:width]
 
 
 def _holds(node: ast.AST, line: int) -> bool:
@@ -135,7 +140,7 @@ def early_stop(source: str, line: int) -> EarlyStop | None:
         elif isinstance(n, (ast.For, ast.AsyncFor)) and not (isinstance(n.iter, ast.Call) and _called(n.iter) in
                                                              ("range", "enumerate")):
             computed |= {t.id for t in ast.walk(n.target) if isinstance(t, ast.Name)}
-    text = lambda n: " ".join((ast.get_source_segment(source, n) or "").split())[:100]  # noqa: E731
+    text = lambda n: _segment(source, n)  # noqa: E731
 
     def visit(node: ast.AST, guard: ast.If | None, nested: bool):
         for child in ast.iter_child_nodes(node):
@@ -526,18 +531,9 @@ def imported_modules(source: str) -> list[tuple[int, str]]:
     (0, "a") and (0, "a.b") (``b`` may be a module); ``from .c import d`` -> (1, "c"), (1, "c.d"); [] when it does not
     parse.  Which of them are the user's own files is for the caller to find."""
     try:
-        tree = ast.parse(source)
+        return _import_parts(ast.parse(source))
     except (SyntaxError, ValueError):
         return []
-    found: list[tuple[int, str]] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found += [(0, a.name) for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            found += [(node.level, base)] if base else []
-            found += [(node.level, f"{base}.{a.name}".lstrip(".")) for a in node.names if a.name != "*"]
-    return list(dict.fromkeys(found))
 
 
 @dataclass(frozen=True)
@@ -605,7 +601,7 @@ def skipped_send(source: str, line: int, flow: RankFlow | None = None) -> Skippe
     loop = max(loops, key=lambda n: n.lineno)
     names, own = _sends(tree)
     sends = [c for stmt in loop.body for c in ast.walk(stmt) if isinstance(c, ast.Call) and _is_send(c, names, own)]
-    text = lambda n: " ".join((ast.get_source_segment(source, n) or "").split())[:100]  # noqa: E731
+    text = lambda n: _segment(source, n)  # noqa: E731
 
     def ifs(node: ast.AST, nested: bool):
         """The ``if`` statements of the loop's body, each with whether it sits in a loop nested in this one."""
@@ -689,7 +685,7 @@ def constant_dtypes(source: str, line: int) -> list[ConstantDtype]:
     call = min(calls, key=lambda c: (c.lineno != line, -c.lineno, c.col_offset))   # the line's outermost call
     funcs = {n.name: n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     home = next((f for f in sorted(funcs.values(), key=lambda f: -f.lineno) if _holds(f, call.lineno)), tree)
-    text = lambda n: " ".join((ast.get_source_segment(source, n) or "").split())[:80]  # noqa: E731
+    text = lambda n: _segment(source, n, 80)  # noqa: E731
     consts: dict[tuple, ConstantDtype] = {}
 
     def elements(e: ast.AST, scope: ast.AST, depth: int) -> list[ast.AST]:
